@@ -1,0 +1,189 @@
+"""``bench``: the command line. Bad input gives one line on stderr and exit code 2, never a traceback."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from typing import Any
+
+from .errors import ConfigError
+
+EXIT_USAGE = 2
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, exit 2 (argparse would print the usage too)
+        sys.stderr.write(f"{self.prog}: error: {message}\n")
+        raise SystemExit(EXIT_USAGE)
+
+
+def _option_value(text: str) -> Any:
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return {"true": True, "false": False}.get(text.lower(), text)
+
+
+def parse_options(items: list[str] | None, methods: list[str]) -> dict[str, dict[str, Any]]:
+    """``--option alpha=2`` (every listed method that has it) or ``--option dirichlet_softmax.alpha=2``."""
+    from inputdp.methods import METHODS
+
+    out: dict[str, dict[str, Any]] = {}
+    for item in items or []:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise ConfigError(f"--option {item!r} is not allowed: write NAME=VALUE or METHOD.NAME=VALUE")
+        if "." in key:
+            method, name = key.split(".", 1)
+            METHODS.get(method)
+            targets = [method]
+        else:
+            name = key
+            targets = [m for m in methods if name in METHODS.get(m).load().option_defaults]
+            if not targets:
+                raise ConfigError(f"--option {name!r} is not an option of {', '.join(methods)}")
+        for m in targets:
+            out.setdefault(m, {})[name] = _option_value(value)
+    return out
+
+
+def _add_run_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--methods", default="all", help="'all' or a comma-separated list (see `bench list`)")
+    p.add_argument("--dataset", required=True)
+    p.add_argument("--epsilons", default="1", help="comma-separated target epsilons, e.g. 1,4")
+    p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
+    p.add_argument("--preset", default="cpu", help="smoke | cpu | paper")
+    p.add_argument("--epochs", type=int, help="override the preset's number of epochs (T = epochs / q)")
+    p.add_argument("--steps", type=int, help="override the preset's number of steps T")
+    p.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")
+    p.add_argument("--lr", type=float)
+    p.add_argument("--momentum", type=float)
+    p.add_argument("--delta", type=float)
+    p.add_argument("--model")
+    p.add_argument("--norm", help="auto | group | batch | none")
+    p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE", help="a method option")
+    p.add_argument("--data-dir", help="data directory (default: $INPUTDP_DATA, else the user cache)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+    p.add_argument("--experiment", default="inputdp")
+    p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--no-progress", action="store_true")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="bench", description="inputdp: DP training with private inputs and public labels")
+    sub = parser.add_subparsers(dest="command", parser_class=_Parser)
+
+    p_run = sub.add_parser("run", help="run methods x epsilons x seeds on one data set, logged to MLflow")
+    _add_run_flags(p_run)
+
+    sub.add_parser("list", help="list methods, data sets, models and presets")
+
+    p_cal = sub.add_parser("calibrate", help="calibrate a method's noise to (epsilon, delta, q, T)")
+    p_cal.add_argument("--method", required=True)
+    p_cal.add_argument("--epsilon", type=float, required=True)
+    p_cal.add_argument("--delta", type=float, required=True)
+    p_cal.add_argument("--sampling-rate", type=float, required=True)
+    p_cal.add_argument("--steps", type=int, required=True)
+    p_cal.add_argument("--alpha", type=float, help="Dirichlet concentration (dirichlet_softmax)")
+    p_cal.add_argument("--option", action="append", metavar="NAME=VALUE")
+    p_cal.add_argument("--json", action="store_true")
+    return parser
+
+
+def cmd_list(_: argparse.Namespace) -> int:
+    from inputdp.datasets import DATASETS
+    from inputdp.methods import METHODS
+
+    from .models import MODELS
+    from .presets import PRESETS
+
+    for title, registry in (("methods", METHODS), ("data sets", DATASETS), ("models", MODELS), ("presets", PRESETS)):
+        print(f"{title}:")
+        for e in registry:
+            print(f"  {e.name:<22} {e.summary}")
+    return 0
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from inputdp.methods import create_method
+
+    from .config import PrivacySpec
+
+    options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}
+    if args.alpha is not None:
+        options["alpha"] = args.alpha
+    spec = PrivacySpec(epsilon=args.epsilon, delta=args.delta, sampling_rate=args.sampling_rate, steps=args.steps)
+    method = create_method(args.method, options)
+    cal = method.calibrate(spec)
+    out: dict[str, Any] = {"method": args.method, "epsilon": cal.epsilon, "epsilon_target": args.epsilon,
+                           "delta": args.delta, "sampling_rate": args.sampling_rate, "steps": args.steps,
+                           **cal.noise, **{k: v for k, v in cal.details.items() if k not in cal.noise},
+                           "order": cal.order, "calibration_seconds": cal.seconds}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>20}: {v}")
+    return 0
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from .config import PerfFlags
+    from .sweep import Overrides, expand, parse_list, resolve_methods, run_sweep
+
+    methods = resolve_methods(args.methods)
+    overrides = Overrides(
+        epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate, lr=args.lr, momentum=args.momentum,
+        delta=args.delta, model=args.model, norm=args.norm, data_dir=args.data_dir,
+        method_options=parse_options(args.option, methods),
+    )
+    if args.model is not None:
+        from .models import MODELS
+
+        MODELS.get(args.model)
+    configs = expand(methods=methods, dataset=args.dataset, preset=args.preset,
+                     epsilons=parse_list(args.epsilons, float, "--epsilons"),
+                     seeds=parse_list(args.seeds, int, "--seeds"), overrides=overrides)
+    perf = PerfFlags(device=args.device, threads=args.threads, progress=not args.no_progress)
+    perf.resolve_device()
+    outcome = run_sweep(configs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf)
+    print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{'test_acc':>10}{'median_epoch_s':>16}{'eps_spent':>11}")
+    for r in outcome.ran:
+        m, c = r.metrics, r.config
+        eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
+        spent = "inf" if not math.isfinite(m["epsilon_spent"]) else f"{m['epsilon_spent']:.4f}"
+        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m['final_test_accuracy']:>10.4f}"
+              f"{m['median_epoch_time_s']:>16.2f}{spent:>11}")
+    if outcome.skipped:
+        print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")
+    if outcome.marked_failed:
+        print(f"marked {outcome.marked_failed} unfinished run(s) FAILED and reran them")
+    return 0
+
+
+COMMANDS = {"run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return EXIT_USAGE
+    try:
+        return COMMANDS[args.command](args)
+    except ConfigError as err:
+        sys.stderr.write(f"bench: error: {' '.join(str(err).split())}\n")
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        sys.stderr.write("bench: interrupted\n")
+        return 130
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,267 @@
+"""The harness: ``run(config) -> RunResult``. It owns seeding, data, sampling, timing, evaluation, the privacy
+ledger and the calls to the tracker; the method owns only its algorithm.
+
+A run is a pure function of its :class:`RunConfig` (and seed): on the CPU, the same config gives the same
+metrics. :class:`PerfFlags` choose where and how fast it runs, never what it computes privately.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+from torch import nn
+
+from inputdp.datasets import TensorData, load_tensor_data
+from inputdp.methods import create_method
+from inputdp.methods.base import Calibration, Method, PrivacyClaim, TrainingSetup
+
+from .config import PerfFlags, RunConfig
+from .errors import ConfigError
+from .memory import PeakMemory
+from .models import build_model
+from .sampling import epoch_lengths, poisson_batches, random_crop_flip
+
+TRAIN_EVAL_EXAMPLES = 10000
+
+
+class PrivacyLedgerError(RuntimeError):
+    """The method spent more epsilon than the target: never silently accepted."""
+
+
+class RunCallback(Protocol):
+    def on_start(self, config: RunConfig, params: dict[str, Any], tags: dict[str, str]) -> None: ...
+    def on_epoch(self, epoch: int, metrics: dict[str, float]) -> None: ...
+    def on_end(self, metrics: dict[str, float], status: str) -> None: ...
+
+
+@dataclass
+class RunResult:
+    config: RunConfig
+    metrics: dict[str, float]
+    epochs: list[dict[str, float]]
+    claim: PrivacyClaim
+    calibration: Calibration
+    norm: str
+    lr_info: dict[str, Any] = field(default_factory=dict)
+    model: nn.Module | None = None
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def synchronize(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize(device)
+
+
+def make_optimizer(config: RunConfig, params, lr: float) -> torch.optim.Optimizer:
+    if config.optimizer == "sgd":
+        return torch.optim.SGD(params, lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
+    return torch.optim.Adam(params, lr=lr, weight_decay=config.weight_decay)
+
+
+@torch.no_grad()
+def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> tuple[float, float]:
+    """(accuracy, mean cross-entropy) of the clean model: no noise at evaluation."""
+    was_training = model.training
+    model.eval()
+    correct, loss_sum = 0, 0.0
+    for i in range(0, x.shape[0], batch_size):
+        logits = model(x[i : i + batch_size])
+        yy = y[i : i + batch_size]
+        correct += int((logits.argmax(1) == yy).sum())
+        loss_sum += float(torch.nn.functional.cross_entropy(logits, yy, reduction="sum"))
+    model.train(was_training)
+    n = max(1, x.shape[0])
+    return correct / n, loss_sum / n
+
+
+@dataclass
+class Prepared:
+    """Everything a run builds before its first step (also used by ``bench speed`` and the audit)."""
+
+    config: RunConfig
+    device: str
+    data: TensorData
+    method: Method
+    model: nn.Module
+    optimizer: torch.optim.Optimizer
+    calibration: Calibration
+    claim: PrivacyClaim
+    norm: str
+    lr_info: dict[str, Any]
+    calibration_seconds: float
+
+
+def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None) -> Prepared:
+    perf = perf or PerfFlags()
+    device = perf.resolve_device()
+    if perf.threads:
+        torch.set_num_threads(perf.threads)
+    seed_everything(config.seed)
+    method = create_method(config.method, dict(config.method_options))
+    if data is None:
+        data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
+                                train_examples=config.train_examples, test_examples=config.test_examples)
+    config.privacy.check_delta_for(data.train_size)
+    t0 = time.perf_counter()
+    calibration = method.calibrate(config.privacy)
+    calibration_seconds = time.perf_counter() - t0
+    claim = method.claim()
+    norm = method.default_norm if config.norm == "auto" else config.norm
+    info = data.info
+    model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
+                        norm=norm, width=config.model_width).to(device)
+    lr, lr_info = method.learning_rate(config.lr)
+    optimizer = make_optimizer(config, model.parameters(), lr)
+    setup = TrainingSetup(spec=config.privacy, train_size=data.train_size, num_classes=info.num_classes,
+                          device=device)
+    model, optimizer = method.prepare(model, optimizer, setup)
+    return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
+                    calibration_seconds)
+
+
+def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
+    config = p.config
+    params: dict[str, Any] = dict(config.flat())
+    params.update({f"noise.{k}": v for k, v in p.calibration.noise.items()})
+    params.update({f"lr.{k}": v for k, v in p.lr_info.items()})
+    params["norm_used"] = p.norm
+    params["device"] = p.device
+    params["train_size"] = p.data.train_size
+    params["calibration.order"] = p.calibration.order
+    tags = {
+        "method": config.method, "dataset": config.dataset, "preset": config.preset, "model": config.model,
+        "match_key": config.match_key(), "config_key": config.key(), "seed": str(config.seed),
+        "norm": p.norm, **p.claim.as_tags(),
+    }
+    return params, tags
+
+
+class _NullCallback:
+    def on_start(self, config, params, tags) -> None: ...
+    def on_epoch(self, epoch, metrics) -> None: ...
+    def on_end(self, metrics, status) -> None: ...
+
+
+def run(
+    config: RunConfig,
+    perf: PerfFlags | None = None,
+    callback: RunCallback | None = None,
+    *,
+    data: TensorData | None = None,
+    keep_model: bool = False,
+    step_hook: Callable[[int, torch.Tensor], None] | None = None,
+) -> RunResult:
+    """Train and evaluate one configuration. ``callback`` receives params, per-epoch and final metrics."""
+    perf = perf or PerfFlags()
+    callback = callback or _NullCallback()
+    p = prepare(config, perf, data)
+    params, tags = _params_and_tags(p)
+    callback.on_start(config, params, tags)
+    try:
+        result = _train(p, perf, callback, step_hook)
+    except BaseException:
+        callback.on_end({}, "KILLED" if _interrupted() else "FAILED")
+        raise
+    callback.on_end(result.metrics, "FINISHED")
+    if not keep_model:
+        result.model = None
+    return result
+
+
+def _interrupted() -> bool:
+    import sys
+
+    return isinstance(sys.exc_info()[1], KeyboardInterrupt)
+
+
+def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> RunResult:
+    config, data, method, model, optimizer = p.config, p.data, p.method, p.model, p.optimizer
+    spec = config.privacy
+    sampler = torch.Generator().manual_seed(config.seed)
+    augmenter = torch.Generator().manual_seed(config.seed + 1_000_003)
+    n = data.train_size
+    eval_n = min(n, TRAIN_EVAL_EXAMPLES)
+    lengths = epoch_lengths(spec.sampling_rate, spec.steps)
+    history: list[dict[str, float]] = []
+    steps_done = 0
+    model.train()
+    progress = _progress(len(lengths), f"{config.method} {config.dataset} eps={spec.epsilon:g} seed={config.seed}",
+                         perf.progress)
+    with PeakMemory(p.device) as memory:
+        for epoch, length in enumerate(lengths, start=1):
+            losses, sizes = [], []
+            synchronize(p.device)
+            t0 = time.perf_counter()
+            for idx in poisson_batches(n, spec.sampling_rate, length, sampler, p.device):
+                x, y = data.x_train[idx], data.y_train[idx]
+                if config.augment:
+                    x = random_crop_flip(x, augmenter)
+                loss = method.train_step(model, optimizer, x, y)
+                steps_done += 1
+                if step_hook is not None:
+                    step_hook(steps_done, idx)
+                if loss is not None:
+                    losses.append(loss)
+                sizes.append(int(idx.shape[0]))
+            synchronize(p.device)
+            epoch_time = time.perf_counter() - t0
+            test_acc, test_loss = evaluate(model, data.x_test, data.y_test, config.eval_batch_size)
+            train_acc, _ = evaluate(model, data.x_train[:eval_n], data.y_train[:eval_n], config.eval_batch_size)
+            spent = method.epsilon_spent(steps_done)
+            metrics = {
+                "loss": float(np.mean(losses)) if losses else float("nan"),
+                "train_accuracy": train_acc, "test_accuracy": test_acc, "test_loss": test_loss,
+                "epoch_time_s": epoch_time, "epsilon_spent": spent, "steps": steps_done,
+                "mean_batch_size": float(np.mean(sizes)) if sizes else 0.0,
+            }
+            history.append(metrics)
+            callback.on_epoch(epoch, metrics)
+            if progress is not None:
+                progress.set_postfix(test_acc=f"{test_acc:.4f}", epoch_s=f"{epoch_time:.1f}")
+                progress.update(1)
+    if progress is not None:
+        progress.close()
+    spent = method.epsilon_spent(steps_done)
+    if math.isfinite(spec.epsilon) and spent > spec.epsilon * (1 + 1e-9):
+        raise PrivacyLedgerError(f"{config.method} spent epsilon={spent:.6g} > target {spec.epsilon:g}")
+    times = [h["epoch_time_s"] for h in history]
+    steady = times[1:] if len(times) > 1 else times
+    final = {
+        "final_test_accuracy": history[-1]["test_accuracy"],
+        "final_train_accuracy": history[-1]["train_accuracy"],
+        "warmup_epoch_time_s": times[0],
+        "mean_epoch_time_s": float(np.mean(steady)),
+        "median_epoch_time_s": float(statistics.median(steady)),
+        "total_train_time_s": float(sum(times)),
+        "calibration_seconds": p.calibration_seconds,
+        "peak_memory_mb": memory.peak_mb,
+        "epsilon_spent": spent,
+        "epsilon_target": spec.epsilon,
+        "epochs": len(history),
+        "steps": steps_done,
+    }
+    return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, model)
+
+
+def _progress(total: int, desc: str, enabled: bool):
+    if not enabled:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="epoch", leave=False)
+
+
+__all__ = ["ConfigError", "PrivacyLedgerError", "RunResult", "evaluate", "prepare", "run", "seed_everything"]

@@ -1,0 +1,44 @@
+"""The model registry. Every model is a :class:`Classifier`: ``features`` (to the penultimate layer), ``head``."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import nn
+
+from inputdp.benchmarks.registry import Entry, Registry
+
+from .common import Classifier, norm_layer
+
+
+@dataclass(frozen=True, kw_only=True)
+class ModelInfo(Entry):
+    default_width: int
+
+
+MODELS: Registry[ModelInfo] = Registry("model")
+
+
+def register_model(info: ModelInfo, *, force: bool = False) -> ModelInfo:
+    return MODELS.register(info, force=force)
+
+
+_M = "inputdp.benchmarks.models."
+register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", default_width=16,
+                         summary="two conv layers and a 64-unit hidden layer; trains on a CPU in minutes"))
+register_model(ModelInfo(name="resnet18", target=_M + "resnets:ResNet18", default_width=64,
+                         summary="ResNet-18 with the CIFAR stem (3x3 conv, no max-pool), 11M parameters"))
+register_model(ModelInfo(name="resnet9", target=_M + "resnets:ResNet9", default_width=64,
+                         summary="ResNet-9 (Myrtle/Hoelzl et al. 2022), the paper's DermaMNIST model"))
+register_model(ModelInfo(name="inception_simple", target=_M + "inception:SimpleInception", default_width=32,
+                         summary="simplified Inception (Szegedy et al. 2015), the paper's MNIST model"))
+
+
+def build_model(name: str, *, num_classes: int, channels: int, size: int, norm: str, width: int = 0) -> Classifier:
+    info = MODELS.get(name)
+    cls = info.load()
+    model = cls(num_classes=num_classes, channels=channels, size=size, norm=norm, width=width or info.default_width)
+    return model
+
+
+__all__ = ["MODELS", "Classifier", "ModelInfo", "build_model", "norm_layer", "register_model", "nn"]

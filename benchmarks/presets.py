@@ -1,0 +1,89 @@
+"""Presets: named bundles of run settings per data set. Explicit flags override any value here.
+
+- ``smoke``: seconds; 2,000 training examples, a tiny CNN. For tests.
+- ``cpu``: the full MNIST / Fashion-MNIST training set, the small CNN, minutes per method on 2 cores.
+- ``paper``: the paper's Section 4.1.2 configurations exactly (REFERENCE.md §1).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import ConfigError
+from .registry import Entry, Registry
+
+
+@dataclass(frozen=True, kw_only=True)
+class DatasetSettings:
+    model: str
+    sampling_rate: float
+    steps: int
+    lr: float
+    delta: float = 1e-5
+    momentum: float = 0.0
+    augment: bool = False
+    model_width: int = 0
+    train_examples: int = 0
+    test_examples: int = 0
+    #: method name -> option defaults for this preset (explicit options override them)
+    method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Preset(Entry):
+    per_dataset: dict[str, DatasetSettings]
+    fallback: DatasetSettings | None = None
+
+    def settings(self, dataset: str) -> DatasetSettings:
+        if dataset in self.per_dataset:
+            return self.per_dataset[dataset]
+        if self.fallback is not None:
+            return self.fallback
+        raise ConfigError(
+            f"preset {self.name!r} has no configuration for data set {dataset!r}: it covers "
+            f"{', '.join(self.per_dataset)}"
+        )
+
+
+PRESETS: Registry[Preset] = Registry("preset")
+
+_SMOKE = DatasetSettings(
+    model="small_cnn", model_width=8, sampling_rate=0.05, steps=40, lr=0.05, momentum=0.9,
+    train_examples=2000, test_examples=1000,
+    method_options={"dirichlet_softmax": {"lr_rule": "kappa"}},
+)
+PRESETS.register(Preset(name="smoke", target="", summary="seconds: 2,000 examples, 2 epochs of a tiny CNN; for tests",
+                        per_dataset={}, fallback=_SMOKE))
+
+# q = 256/60000, T = 2340 (10 epochs): Dirichlet's accountant floor here is eps ~ 0.25, so eps = 1 is feasible.
+_CPU_MNIST = DatasetSettings(
+    model="small_cnn", sampling_rate=256 / 60000, steps=2340, lr=0.05, momentum=0.9,
+    method_options={"dirichlet_softmax": {"lr_rule": "kappa"}},
+)
+PRESETS.register(Preset(
+    name="cpu", target="", summary="minutes per method on 2 cores: full MNIST/FashionMNIST, small CNN, 10 epochs",
+    per_dataset={"mnist": _CPU_MNIST, "fashionmnist": _CPU_MNIST},
+    fallback=DatasetSettings(model="small_cnn", sampling_rate=256 / 50000, steps=1950, lr=0.05, momentum=0.9,
+                             method_options={"dirichlet_softmax": {"lr_rule": "kappa"}}),
+))
+
+# The paper, Section 4.1.2: alpha = 3, delta = 1e-5, plain SGD, the listed (q, T, lr, model) per data set.
+_PAPER_DIRICHLET = {"alpha": 3.0, "lr_rule": "fixed"}
+_PAPER_DPSGD = {"max_grad_norm": 1.0}
+PRESETS.register(Preset(
+    name="paper", target="", summary="the paper's Section 4.1.2 configurations exactly (GPU-sized)",
+    per_dataset={
+        "cifar10": DatasetSettings(model="resnet18", sampling_rate=250 / 50000, steps=20000, lr=0.1, augment=True,
+                                   method_options={"dirichlet_softmax": _PAPER_DIRICHLET, "dpsgd": _PAPER_DPSGD}),
+        "mnist": DatasetSettings(model="inception_simple", sampling_rate=250 / 60000, steps=9600, lr=0.1,
+                                 method_options={"dirichlet_softmax": _PAPER_DIRICHLET, "dpsgd": _PAPER_DPSGD}),
+        "fashionmnist": DatasetSettings(model="inception_simple", sampling_rate=250 / 60000, steps=9600, lr=0.1,
+                                        method_options={"dirichlet_softmax": _PAPER_DIRICHLET,
+                                                        "dpsgd": _PAPER_DPSGD}),
+        "svhn": DatasetSettings(model="resnet18", sampling_rate=250 / 73257, steps=11722, lr=0.1,
+                                method_options={"dirichlet_softmax": _PAPER_DIRICHLET, "dpsgd": _PAPER_DPSGD}),
+        "dermamnist": DatasetSettings(model="resnet9", sampling_rate=70 / 7007, steps=6006, lr=0.05,
+                                      method_options={"dirichlet_softmax": _PAPER_DIRICHLET, "dpsgd": _PAPER_DPSGD}),
+    },
+))

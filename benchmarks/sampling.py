@@ -1,0 +1,64 @@
+"""Poisson batches and on-device augmentation."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+
+import torch
+
+
+def steps_per_epoch(sampling_rate: float) -> int:
+    """One epoch is 1/q steps (rounded): in expectation every example is seen once."""
+    return max(1, round(1.0 / sampling_rate))
+
+
+def epoch_lengths(sampling_rate: float, steps: int) -> list[int]:
+    """Split T steps into epochs of 1/q steps; the last epoch takes the remainder."""
+    per = steps_per_epoch(sampling_rate)
+    full, rest = divmod(steps, per)
+    lengths = [per] * full
+    if rest:
+        lengths.append(rest)
+    return lengths
+
+
+def poisson_batches(
+    n: int, sampling_rate: float, steps: int, generator: torch.Generator, device: str | torch.device = "cpu"
+) -> Iterator[torch.Tensor]:
+    """Yield ``steps`` index tensors; each example is included independently with probability q.
+
+    Batch sizes vary (Binomial(n, q)) and a batch may be empty: callers must handle ``len(idx) == 0``.
+    The mask is drawn on the CPU generator so the batches do not depend on the device.
+    """
+    for _ in range(steps):
+        mask = torch.rand(n, generator=generator) < sampling_rate
+        yield mask.nonzero(as_tuple=True)[0].to(device)
+
+
+def expected_batch_size(n: int, sampling_rate: float) -> float:
+    return n * sampling_rate
+
+
+def batch_size_interval(n: int, sampling_rate: float, z: float = 6.0) -> tuple[int, int]:
+    """A (mean +- z sd) interval for Binomial(n, q) batch sizes; used by tests."""
+    mean = n * sampling_rate
+    sd = math.sqrt(n * sampling_rate * (1 - sampling_rate))
+    return max(0, math.floor(mean - z * sd)), math.ceil(mean + z * sd)
+
+
+def random_crop_flip(x: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.Tensor:
+    """Random crop with ``pad`` pixels of zero padding and random horizontal flip, batched on x's device."""
+    if x.shape[0] == 0:
+        return x
+    n, _, h, w = x.shape
+    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(x.device)
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(x.device)
+    flip = (torch.rand(n, generator=generator) < 0.5).to(x.device)
+    rows = (dy.view(n, 1) + torch.arange(h, device=x.device).view(1, h))  # n, h
+    cols = (dx.view(n, 1) + torch.arange(w, device=x.device).view(1, w))  # n, w
+    cols = torch.where(flip.view(n, 1), cols.flip(1), cols)
+    idx_n = torch.arange(n, device=x.device).view(n, 1, 1)
+    out = padded.permute(0, 2, 3, 1)[idx_n, rows.view(n, h, 1), cols.view(n, 1, w)]  # n, h, w, c
+    return out.permute(0, 3, 1, 2).contiguous()

@@ -1,0 +1,36 @@
+"""Privacy methods as plug-ins: a registry of lazily imported entries, refusing duplicates."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from inputdp.benchmarks.registry import Entry, Registry
+
+
+@dataclass(frozen=True, kw_only=True)
+class MethodInfo(Entry):
+    protects: str  # what is private: "inputs", "inputs and labels", "nothing"
+    needs_public_data: bool = False
+
+
+METHODS: Registry[MethodInfo] = Registry("method")
+
+
+def register_method(info: MethodInfo, *, force: bool = False) -> MethodInfo:
+    return METHODS.register(info, force=force)
+
+
+def create_method(name: str, options: dict[str, Any] | None = None):
+    cls = METHODS.get(name).load()
+    return cls(**dict(options or {}))
+
+
+register_method(MethodInfo(
+    name="nonprivate", target="inputdp.methods.nonprivate:NonPrivate", protects="nothing",
+    summary="plain cross-entropy SGD on the same Poisson batches: the accuracy and speed reference"))
+register_method(MethodInfo(
+    name="dirichlet_softmax", target="inputdp.methods.dirichlet_softmax:DirichletSoftmax", protects="inputs",
+    summary="the paper's Algorithm 1: train on -log p~_y with p~ ~ Dir(r*softmax + alpha), RDP-calibrated r"))
+
+__all__ = ["METHODS", "MethodInfo", "create_method", "register_method"]

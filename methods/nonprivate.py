@@ -1,0 +1,30 @@
+"""The non-private baseline: cross-entropy on the harness's Poisson batches, no noise, no guarantee."""
+
+from __future__ import annotations
+
+import math
+
+from inputdp.benchmarks.config import PrivacySpec
+
+from .base import Calibration, Method, PrivacyClaim
+
+
+class NonPrivate(Method):
+    name = "nonprivate"
+    default_norm = "batch"
+
+    def calibrate(self, spec: PrivacySpec) -> Calibration:
+        self.spec = spec
+        self.calibration = Calibration(noise={}, epsilon=math.inf)
+        return self.calibration
+
+    def claim(self) -> PrivacyClaim:
+        spec, _ = self._need_calibration()
+        return PrivacyClaim(
+            mechanism="none", parameters={}, sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
+            epsilon=math.inf, delta=spec.delta, protects="nothing",
+            scope="no guarantee: the reference for accuracy and speed at the same (q, T)",
+        )
+
+    def epsilon_spent(self, steps_done: int) -> float:
+        return math.inf if steps_done > 0 else 0.0

@@ -156,7 +156,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     for r in outcome.ran:
         m, c = r.metrics, r.config
         eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
-        spent = "inf" if not math.isfinite(m["epsilon_spent"]) else f"{m['epsilon_spent']:.4f}"
+        spent = "inf" if not math.isfinite(m["final_epsilon_spent"]) else f"{m['final_epsilon_spent']:.4f}"
         print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m['final_test_accuracy']:>10.4f}"
               f"{m['median_epoch_time_s']:>16.2f}{spent:>11}")
     if outcome.skipped:

@@ -248,10 +248,10 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
         "total_train_time_s": float(sum(times)),
         "calibration_seconds": p.calibration_seconds,
         "peak_memory_mb": memory.peak_mb,
-        "epsilon_spent": spent,
+        "final_epsilon_spent": spent,
         "epsilon_target": spec.epsilon,
         "epochs": len(history),
-        "steps": steps_done,
+        "total_steps": steps_done,
     }
     return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, model)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from dataclasses import dataclass
 
 import torch
@@ -85,6 +86,8 @@ def load_tensor_data(
     """Load a registered data set once, normalise it, and place it on ``device``."""
     info = DATASETS.get(name)
     root = data_dir_from(data_dir)
+    if os.environ.get("INPUTDP_NO_DOWNLOAD", "") not in ("", "0"):
+        download = False
     x_tr, y_tr, x_te, y_te = _load_raw(name, str(root), download)
     n_tr, n_te = x_tr.shape[0], x_te.shape[0]
     if tuple(x_tr.shape[1:]) != (info.channels, info.size, info.size) or y_tr.shape[0] != n_tr:

@@ -1,0 +1,89 @@
+"""Config validation, property-based: every bad value raises ConfigError naming it; good values pass."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from inputdp.benchmarks.config import PerfFlags, PrivacySpec, RunConfig
+from inputdp.benchmarks.errors import ConfigError
+
+good_eps = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False) | st.just(math.inf)
+good_delta = st.floats(min_value=1e-12, max_value=0.999999, exclude_min=False)
+good_q = st.floats(min_value=1e-9, max_value=1.0)
+good_steps = st.integers(min_value=1, max_value=10**7)
+
+
+@given(good_eps, good_delta, good_q, good_steps)
+def test_good_specs_construct(eps, delta, q, steps):
+    spec = PrivacySpec(epsilon=eps, delta=delta, sampling_rate=q, steps=steps)
+    assert spec.is_private == math.isfinite(eps)
+
+
+@given(st.floats(max_value=0.0) | st.just(float("nan")))
+def test_epsilon_must_be_positive(eps):
+    with pytest.raises(ConfigError, match="epsilon"):
+        PrivacySpec(epsilon=eps, delta=1e-5, sampling_rate=0.01, steps=10)
+
+
+@given(st.floats(max_value=0.0) | st.floats(min_value=1.0) | st.just(float("nan")))
+def test_delta_must_be_in_unit_interval(delta):
+    with pytest.raises(ConfigError, match="delta"):
+        PrivacySpec(epsilon=1.0, delta=delta, sampling_rate=0.01, steps=10)
+
+
+@given(st.floats(max_value=0.0) | st.floats(min_value=1.0, exclude_min=True) | st.just(float("nan")))
+def test_q_must_be_in_zero_one(q):
+    with pytest.raises(ConfigError, match="sampling rate"):
+        PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=q, steps=10)
+
+
+@given(st.integers(max_value=0))
+def test_steps_at_least_one(steps):
+    with pytest.raises(ConfigError, match="steps"):
+        PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=steps)
+
+
+@given(st.integers(min_value=1, max_value=10**6), st.floats(min_value=1e-12, max_value=0.5))
+def test_delta_below_one_over_n(n, delta):
+    spec = PrivacySpec(epsilon=1.0, delta=delta, sampling_rate=0.01, steps=10)
+    if delta < 1.0 / n:
+        spec.check_delta_for(n)
+    else:
+        with pytest.raises(ConfigError, match="1/n"):
+            spec.check_delta_for(n)
+
+
+def _config(**kw):
+    spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=10)
+    base = dict(method="nonprivate", dataset="mnist", model="small_cnn", privacy=spec)
+    return RunConfig(**{**base, **kw})
+
+
+@given(st.floats(max_value=0.0) | st.just(float("inf")))
+def test_lr_must_be_positive_and_finite(lr):
+    with pytest.raises(ConfigError, match="lr"):
+        _config(lr=lr)
+
+
+def test_configs_are_frozen_keyword_only_and_hash_stable():
+    c = _config(method_options={"alpha": 3.0})
+    with pytest.raises(Exception):
+        c.lr = 0.5  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        c.method_options["alpha"] = 2  # type: ignore[index]
+    with pytest.raises(TypeError):
+        PrivacySpec(1.0, 1e-5, 0.01, 10)  # type: ignore[misc]
+    assert c.key() == _config(method_options={"alpha": 3.0}).key()
+    assert c.key() != _config(method_options={"alpha": 2.0}).key()
+    assert c.key() == c.replace(data_dir="/elsewhere").key()  # where data lives does not change the run
+    assert c.flat()["privacy.epsilon"] == 1.0 and c.flat()["method_options.alpha"] == 3.0
+
+
+def test_perf_flags_are_apart_from_the_run():
+    assert "device" not in _config().to_dict()
+    with pytest.raises(ConfigError, match="device"):
+        PerfFlags(device="tpu")

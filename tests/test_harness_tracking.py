@@ -1,0 +1,64 @@
+"""The harness with the real MLflow (sqlite store): params, per-epoch metrics, sweeps that resume."""
+
+from __future__ import annotations
+
+import pytest
+
+from inputdp.benchmarks.config import PerfFlags
+from inputdp.benchmarks.harness import PrivacyLedgerError, run
+from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
+from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
+
+from .helpers import smoke_config
+
+QUIET = PerfFlags(device="cpu", progress=False)
+
+
+def test_run_logs_params_tags_and_epoch_metrics(shared_data, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    config = smoke_config("dirichlet_softmax", shared_data, epochs=2)
+    result = run(config, QUIET, MLflowTracker(uri, "t"))
+    c = client(uri)
+    (r,) = c.search_runs([experiment_id(c, "t")])
+    assert r.info.status == "FINISHED"
+    assert r.data.params["method"] == "dirichlet_softmax" and float(r.data.params["noise.r"]) > 0
+    assert r.data.params["lr.lr_rule"] == "kappa" and "lr.lr_effective" in r.data.params
+    assert r.data.params["norm_used"] == "group"
+    assert r.data.tags["match_key"] == config.match_key() and r.data.tags["privacy.protects"] == "inputs"
+    history = c.get_metric_history(r.info.run_id, "epoch_time_s")
+    assert [m.step for m in history] == [1, 2] and all(m.value > 0 for m in history)
+    for key in ("loss", "train_accuracy", "test_accuracy", "epsilon_spent"):
+        assert len(c.get_metric_history(r.info.run_id, key)) == 2
+    assert r.data.metrics["final_test_accuracy"] == pytest.approx(result.metrics["final_test_accuracy"])
+    assert r.data.metrics["peak_memory_mb"] > 0 and r.data.metrics["final_epsilon_spent"] <= 2.0
+
+
+def test_sweep_skips_finished_and_reruns_unfinished(shared_data, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    configs = expand(methods=["nonprivate", "dirichlet_softmax"], dataset="mnist", preset="smoke", epsilons=[1, 4],
+                     seeds=[0], overrides=Overrides(epochs=1, data_dir=str(shared_data)))
+    assert len(configs) == 3  # the non-private reference once per seed
+    first = run_sweep(configs, tracking_uri=uri, perf=QUIET)
+    assert len(first.ran) == 3 and not first.skipped
+    # a run that died without ending (as after SIGKILL) stays RUNNING in the store
+    stale = MLflowTracker(uri)
+    stale_cfg = configs[0].replace(seed=7)
+    stale.on_start(stale_cfg, {}, {"config_key": stale_cfg.key()})
+    second = run_sweep([*configs, stale_cfg], tracking_uri=uri, perf=QUIET)
+    assert len(second.skipped) == 3 and len(second.ran) == 1 and second.marked_failed == 1
+    c = client(uri)
+    runs = c.search_runs([experiment_id(c)])
+    statuses = sorted(r.info.status for r in runs)
+    assert statuses == ["FAILED"] + ["FINISHED"] * 4
+
+
+def test_failed_run_is_marked_failed(shared_data, tmp_path, monkeypatch):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    from inputdp.methods.dirichlet_softmax import DirichletSoftmax
+
+    monkeypatch.setattr(DirichletSoftmax, "epsilon_spent", lambda self, steps: 99.0)  # a lying ledger
+    with pytest.raises(PrivacyLedgerError):
+        run(smoke_config("dirichlet_softmax", shared_data), QUIET, MLflowTracker(uri))
+    c = client(uri)
+    (r,) = c.search_runs([experiment_id(c)])
+    assert r.info.status == "FAILED"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 
 import pytest
@@ -71,7 +72,7 @@ def test_lr_must_be_positive_and_finite(lr):
 
 def test_configs_are_frozen_keyword_only_and_hash_stable():
     c = _config(method_options={"alpha": 3.0})
-    with pytest.raises(Exception):
+    with pytest.raises(dataclasses.FrozenInstanceError):
         c.lr = 0.5  # type: ignore[misc]
     with pytest.raises(TypeError):
         c.method_options["alpha"] = 2  # type: ignore[index]

@@ -1,0 +1,31 @@
+"""Every registered model: shapes, the features/head split, and the normalisation actually used."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from inputdp.benchmarks.models import MODELS, build_model
+
+
+@pytest.mark.parametrize("name", MODELS.names())
+@pytest.mark.parametrize("norm", ["group", "batch"])
+def test_forward_shapes_and_norm(name, norm):
+    width = {"small_cnn": 8, "resnet18": 8, "resnet9": 8, "inception_simple": 8}[name]
+    for channels, size in ((1, 28), (3, 32)):
+        model = build_model(name, num_classes=7, channels=channels, size=size, norm=norm, width=width)
+        x = torch.randn(3, channels, size, size)
+        assert model(x).shape == (3, 7)
+        assert model.features(x).shape == (3, model.feature_dim)
+        kinds = {type(m) for m in model.modules()}
+        if norm == "group":
+            assert nn.BatchNorm2d not in kinds and (nn.GroupNorm in kinds)
+        else:
+            assert nn.GroupNorm not in kinds and nn.BatchNorm2d in kinds
+
+
+def test_resnet18_size():
+    model = build_model("resnet18", num_classes=10, channels=3, size=32, norm="group")
+    n = sum(p.numel() for p in model.parameters())
+    assert 11.0e6 < n < 11.3e6  # the CIFAR ResNet-18 has about 11.17M parameters

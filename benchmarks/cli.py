@@ -92,7 +92,47 @@ def build_parser() -> argparse.ArgumentParser:
     p_cal.add_argument("--alpha", type=float, help="Dirichlet concentration (dirichlet_softmax)")
     p_cal.add_argument("--option", action="append", metavar="NAME=VALUE")
     p_cal.add_argument("--json", action="store_true")
+    p_speed = sub.add_parser("speed", help="median training-step time per method, interleaved, vs nonprivate")
+    p_speed.add_argument("--methods", default="all")
+    p_speed.add_argument("--dataset", required=True)
+    p_speed.add_argument("--preset", default="cpu")
+    p_speed.add_argument("--model")
+    p_speed.add_argument("--batch-size", type=int, default=256)
+    p_speed.add_argument("--steps", type=int, default=50)
+    p_speed.add_argument("--warmup", type=int, default=5)
+    p_speed.add_argument("--norm", default="group")
+    p_speed.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE")
+    p_speed.add_argument("--data-dir")
+    p_speed.add_argument("--synthetic", action="store_true", help="random inputs of the data set's shape")
+    p_speed.add_argument("--device", default="auto")
+    p_speed.add_argument("--threads", type=int, default=0)
+    p_speed.add_argument("--json", action="store_true")
     return parser
+
+
+def cmd_speed(args: argparse.Namespace) -> int:
+    from inputdp.methods import METHODS
+
+    from .config import PerfFlags
+    from .speed import measure
+    from .sweep import resolve_methods
+
+    methods = resolve_methods(args.methods)
+    if args.methods == "all":
+        methods = [m for m in methods if not METHODS.get(m).load().own_loop]
+    result = measure(methods, dataset=args.dataset, preset=args.preset, model=args.model, batch_size=args.batch_size,
+                     steps=args.steps, warmup=args.warmup, norm=args.norm, data_dir=args.data_dir,
+                     synthetic=args.synthetic, method_options=parse_options(args.option, methods),
+                     perf=PerfFlags(device=args.device, threads=args.threads, progress=False))
+    if args.json:
+        print(json.dumps(result.as_json()))
+        return 0
+    print(f"{result.setup['dataset']} / {result.setup['model']} ({result.setup['norm']} norm), batch "
+          f"{result.setup['batch_size']}, {result.setup['steps']} interleaved steps on {result.setup['device']}")
+    print(f"{'method':<22}{'median_step_ms':>16}{'ratio':>8}")
+    for name, m in result.methods.items():
+        print(f"{name:<22}{1000 * m['median_step_s']:>16.2f}{m['ratio_to_nonprivate']:>8.2f}")
+    return 0
 
 
 def cmd_list(_: argparse.Namespace) -> int:
@@ -166,7 +206,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate}
+COMMANDS = {"run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate, "speed": cmd_speed}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -126,7 +126,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     lr, lr_info = method.learning_rate(config.lr)
     optimizer = make_optimizer(config, model.parameters(), lr)
     setup = TrainingSetup(spec=config.privacy, train_size=data.train_size, num_classes=info.num_classes,
-                          device=device)
+                          device=device, model_name=config.model)
     model, optimizer = method.prepare(model, optimizer, setup)
     return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
                     calibration_seconds)
@@ -141,6 +141,8 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     params["device"] = p.device
     params["train_size"] = p.data.train_size
     params["calibration.order"] = p.calibration.order
+    params["feature_dim"] = getattr(p.model, "feature_dim", "")
+    params.update({f"method.{k}": v for k, v in p.method.describe().items()})
     tags = {
         "method": config.method, "dataset": config.dataset, "preset": config.preset, "model": config.model,
         "match_key": config.match_key(), "config_key": config.key(), "seed": str(config.seed),

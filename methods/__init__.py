@@ -32,5 +32,11 @@ register_method(MethodInfo(
 register_method(MethodInfo(
     name="dirichlet_softmax", target="inputdp.methods.dirichlet_softmax:DirichletSoftmax", protects="inputs",
     summary="the paper's Algorithm 1: train on -log p~_y with p~ ~ Dir(r*softmax + alpha), RDP-calibrated r"))
+register_method(MethodInfo(
+    name="dpsgd", target="inputdp.methods.dpsgd:DPSGD", protects="inputs and labels",
+    summary="DP-SGD through Opacus: per-example clipping and Gaussian noise on the gradient, sigma from Opacus"))
+register_method(MethodInfo(
+    name="gaussian_penultimate", target="inputdp.methods.gaussian_penultimate:GaussianPenultimate", protects="inputs",
+    summary="Monir & Ghinita 2024 (our reading): clip the penultimate features, add Gaussian noise, train through"))
 
 __all__ = ["METHODS", "MethodInfo", "create_method", "register_method"]

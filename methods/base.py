@@ -65,6 +65,7 @@ class TrainingSetup:
     train_size: int
     num_classes: int
     device: str
+    model_name: str = ""
 
 
 class Method(ABC):
@@ -105,6 +106,10 @@ class Method(ABC):
         self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup
     ) -> tuple[nn.Module, torch.optim.Optimizer]:
         return model, optimizer
+
+    def describe(self) -> dict[str, Any]:
+        """Extra facts about the prepared method, logged as run parameters (after ``prepare``)."""
+        return {}
 
     def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits, y)

@@ -1,0 +1,103 @@
+"""``bench speed``: the training step of each method on the same model and batches, timed interleaved.
+
+After a warm-up, the methods take turns (A B C A B C ...), so drift of the machine hits all of them alike;
+each method's median step time and its ratio to ``nonprivate`` are reported. Every method trains the same
+architecture with the same normalisation (GroupNorm by default), so only the method differs.
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+
+from inputdp.datasets import DATASETS, TensorData, load_tensor_data
+from inputdp.methods import METHODS
+
+from .config import PerfFlags, RunConfig
+from .errors import ConfigError
+from .harness import Prepared, prepare, synchronize
+from .sweep import Overrides, build_config
+
+
+@dataclass
+class SpeedResult:
+    methods: dict[str, dict[str, float]]
+    setup: dict[str, object]
+
+    def as_json(self) -> dict:
+        return {"methods": self.methods, **self.setup}
+
+
+def synthetic_data(name: str, n: int, device: str) -> TensorData:
+    """Random inputs of the data set's real shape: step time does not depend on pixel values."""
+    info = DATASETS.get(name)
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(n, info.channels, info.size, info.size, generator=g).to(device)
+    y = torch.randint(0, info.num_classes, (n,), generator=g).to(device)
+    return TensorData(info, x, y, x[:256], y[:256])
+
+
+def _data(dataset: str, data_dir: str | None, device: str, synthetic: bool, n: int) -> tuple[TensorData, str]:
+    if synthetic:
+        return synthetic_data(dataset, n, device), "synthetic"
+    try:
+        return load_tensor_data(dataset, data_dir=data_dir, device=device, download=False), "real"
+    except ConfigError as err:
+        print(f"bench speed: {err}; timing on synthetic data of the same shape", file=sys.stderr)
+        return synthetic_data(dataset, n, device), "synthetic"
+
+
+def measure(
+    methods: Sequence[str], *, dataset: str, preset: str = "cpu", model: str | None = None, batch_size: int = 256,
+    steps: int = 50, warmup: int = 5, epsilon: float = 1.0, norm: str = "group", data_dir: str | None = None,
+    perf: PerfFlags | None = None, synthetic: bool = False, method_options: dict | None = None,
+) -> SpeedResult:
+    perf = perf or PerfFlags(progress=False)
+    device = perf.resolve_device()
+    names = list(dict.fromkeys(["nonprivate", *methods]))
+    for n in names:
+        if METHODS.get(n).load().own_loop:
+            raise ConfigError(f"method {n!r} trains in its own loop and has no per-step time: leave it out of speed")
+    if not (isinstance(batch_size, int) and batch_size >= 1):
+        raise ConfigError(f"batch-size={batch_size!r} is not allowed: it must be an integer >= 1")
+    if not (isinstance(steps, int) and steps >= 1):
+        raise ConfigError(f"steps={steps!r} is not allowed: it must be an integer >= 1")
+    data, source = _data(dataset, data_dir, device, synthetic, max(4 * batch_size, 2048))
+    prepared: dict[str, Prepared] = {}
+    for n in names:
+        config: RunConfig = build_config(method=n, dataset=dataset, preset=preset, epsilon=epsilon, seed=0,
+                                         overrides=Overrides(model=model, norm=norm,
+                                                             method_options=dict(method_options or {})))
+        prepared[n] = prepare(config, perf, data)
+    g = torch.Generator().manual_seed(0)
+    batches = [torch.randperm(data.train_size, generator=g)[:batch_size].to(device) for _ in range(8)]
+    times: dict[str, list[float]] = {n: [] for n in names}
+    for i in range(warmup + steps):
+        idx = batches[i % len(batches)]
+        x, y = data.x_train[idx], data.y_train[idx]
+        for n in names:
+            p = prepared[n]
+            synchronize(device)
+            t0 = time.perf_counter()
+            p.method.train_step(p.model, p.optimizer, x, y)
+            synchronize(device)
+            if i >= warmup:
+                times[n].append(time.perf_counter() - t0)
+    base = statistics.median(times["nonprivate"])
+    out = {}
+    for n in names:
+        med = statistics.median(times[n])
+        entry = {"median_step_s": med, "ratio_to_nonprivate": med / base}
+        mode = getattr(prepared[n].method, "mode", None)
+        if mode:
+            entry["grad_sample_mode"] = mode
+        out[n] = entry
+    first = prepared[names[0]]
+    setup = {"dataset": dataset, "model": first.config.model, "norm": norm, "batch_size": batch_size, "steps": steps,
+             "warmup": warmup, "device": device, "data": source, "threads": torch.get_num_threads()}
+    return SpeedResult(out, setup)

@@ -1,0 +1,128 @@
+"""DP-SGD through Opacus: per-example clipping to C, Gaussian noise sigma*C, on the harness's Poisson batches.
+
+The harness's batches are the ones clipped and noised: no Opacus data loader samples a second time, and
+the optimizer averages over the *expected* batch size q*n, as Poisson-sampled DP-SGD requires. sigma comes
+from Opacus' ``get_noise_multiplier`` (RDP or PRV accountant) for the matched (epsilon, delta, q, T).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inputdp.benchmarks.config import PrivacySpec
+from inputdp.benchmarks.errors import ConfigError
+
+from .base import Calibration, Method, PrivacyClaim, TrainingSetup
+from .gaussian_accounting import ACCOUNTANTS, gaussian_epsilon, noise_multiplier_for
+
+GRAD_SAMPLE_MODES = ("auto", "hooks", "functorch", "ghost")
+#: The fastest valid mode per model, measured with `bench speed` on this project's CPU machine (README, Performance).
+FASTEST_MODE = {"small_cnn": "hooks", "resnet18": "hooks", "resnet9": "hooks", "inception_simple": "hooks"}
+
+
+class DPSGD(Method):
+    name = "dpsgd"
+    option_defaults = {"max_grad_norm": 1.0, "accountant": "rdp", "grad_sample_mode": "auto"}
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        c = self.options["max_grad_norm"]
+        if not (isinstance(c, (int, float)) and c > 0):
+            raise ConfigError(f"max_grad_norm={c!r} is not allowed: the clipping norm must be > 0")
+        if self.options["accountant"] not in ACCOUNTANTS:
+            raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose rdp or prv")
+        if self.options["grad_sample_mode"] not in GRAD_SAMPLE_MODES:
+            raise ConfigError(f"grad_sample_mode={self.options['grad_sample_mode']!r} is not allowed: choose one of "
+                              f"{', '.join(GRAD_SAMPLE_MODES)}")
+        self.mode: str | None = None
+        self._criterion = None
+
+    def calibrate(self, spec: PrivacySpec) -> Calibration:
+        t0 = time.perf_counter()
+        try:
+            sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
+                                         steps=spec.steps, accountant=self.options["accountant"])
+        except ValueError as err:
+            raise ConfigError(f"epsilon={spec.epsilon:g} cannot be reached by DP-SGD at q={spec.sampling_rate:g}, "
+                              f"T={spec.steps}: {err}") from None
+        seconds = time.perf_counter() - t0
+        self.spec = spec
+        eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
+                               steps=spec.steps, accountant=self.options["accountant"])
+        self.calibration = Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, seconds=seconds,
+                                       details={"accountant": self.options["accountant"],
+                                                "max_grad_norm": self.options["max_grad_norm"]})
+        return self.calibration
+
+    def claim(self) -> PrivacyClaim:
+        spec, cal = self._need_calibration()
+        return PrivacyClaim(
+            mechanism="subsampled_gaussian", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
+            parameters={"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]},
+            epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
+            scope="every iterate of the model parameters (each example's input and label, add/remove one example)",
+        )
+
+    def epsilon_spent(self, steps_done: int) -> float:
+        spec, cal = self._need_calibration()
+        if steps_done <= 0:
+            return 0.0
+        return gaussian_epsilon(noise_multiplier=cal.noise["noise_multiplier"], delta=spec.delta,
+                                sampling_rate=spec.sampling_rate, steps=steps_done, accountant=self.options["accountant"])
+
+    def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup):
+        from opacus.grad_sample.utils import prepare_module
+        from opacus.optimizers import get_optimizer_class
+        from opacus.validators import ModuleValidator
+
+        spec, cal = self._need_calibration()
+        if not ModuleValidator.is_valid(model):  # BatchNorm -> GroupNorm: per-example gradients must exist
+            model = ModuleValidator.fix(model)
+            optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)
+        mode = self.options["grad_sample_mode"]
+        if mode == "auto":
+            mode = FASTEST_MODE.get(setup.model_name, "hooks")
+        self.mode = mode
+        kwargs: dict[str, Any] = {"batch_first": True, "loss_reduction": "mean"}
+        if mode == "ghost":
+            kwargs["max_grad_norm"] = self.options["max_grad_norm"]
+        module = prepare_module(model, grad_sample_mode=mode, **kwargs)
+        opt_cls = get_optimizer_class(clipping="flat", distributed=False, grad_sample_mode=mode)
+        dp_optimizer = opt_cls(optimizer, noise_multiplier=cal.noise["noise_multiplier"],
+                               max_grad_norm=self.options["max_grad_norm"],
+                               expected_batch_size=max(1, round(spec.sampling_rate * setup.train_size)),
+                               loss_reduction="mean")
+        if mode == "ghost":
+            from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
+
+            self._criterion = DPLossFastGradientClipping(module, dp_optimizer, nn.CrossEntropyLoss(), "mean")
+        return module, dp_optimizer
+
+    def train_step(self, model, optimizer, x, y):
+        """An empty batch is still a step: the optimizer adds noise to a zero gradient, as the accountant assumes."""
+        optimizer.zero_grad(set_to_none=True)
+        if x.shape[0] == 0:
+            _noise_only_step(model, optimizer)
+            return None
+        logits = model(x)
+        if self._criterion is not None:
+            loss = self._criterion(logits, y)
+        else:
+            loss = F.cross_entropy(logits, y)
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())
+
+
+def _noise_only_step(model: nn.Module, optimizer) -> None:
+    """Zero per-example gradients for an empty batch, so Opacus clips nothing and adds only noise."""
+    for p in model.parameters():
+        if p.requires_grad:
+            p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+            p.grad = torch.zeros_like(p)  # ghost clipping reads the (already clipped) summed gradient here
+    optimizer.step()

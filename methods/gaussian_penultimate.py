@@ -1,0 +1,120 @@
+"""Gaussian noise at the penultimate layer: our reading of Monir & Ghinita (2024, DaWaK).
+
+What is known of their method (REFERENCE.md §2; the paper itself is not available here): noise is injected
+into the penultimate layer "similar to DP-SGD", with per-sample clipping, and its variance grows with the
+layer's width. The exact reading implemented here:
+
+1. h = features(x) in R^k, the penultimate activations of each example of the Poisson batch;
+2. per-example clipping to L2 norm C: h_c = h * min(1, C / ||h||_2);
+3. release h~ = h_c + N(0, sigma^2 C^2 I_k) (independent noise on each of the k coordinates);
+4. logits = head(h~); loss = mean cross-entropy with the public label; one optimizer step. No noise at evaluation.
+
+Accounting: each step is a Poisson-subsampled Gaussian mechanism with L2 sensitivity C (an example's
+clipped feature vector present or absent, the same add/remove convention Opacus uses for DP-SGD), so sigma
+comes from Opacus' ``get_noise_multiplier`` for the matched (epsilon, delta, q, T). The width dependence is
+the point of the comparison: the noise vector's norm is about sigma*C*sqrt(k) against a signal of norm <= C,
+so the signal-to-noise ratio falls as 1/sqrt(k).
+
+Scope: the guarantee covers the noisy feature vectors h~ released during training. The feature extractor's
+parameters are updated by back-propagating through the clean network at the private input, unclipped, so
+the trained parameters are not covered by it: the audit measures what they leak.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from inputdp.benchmarks.config import PrivacySpec
+from inputdp.benchmarks.errors import ConfigError
+
+from .base import Calibration, Method, PrivacyClaim, TrainingSetup
+from .gaussian_accounting import ACCOUNTANTS, gaussian_epsilon, noise_multiplier_for
+
+
+def clip_rows(h: torch.Tensor, clip_norm: float) -> torch.Tensor:
+    """Scale each row to L2 norm at most ``clip_norm``."""
+    norms = h.norm(dim=1, keepdim=True)
+    return h * torch.clamp(clip_norm / (norms + 1e-12), max=1.0)
+
+
+class GaussianPenultimate(Method):
+    name = "gaussian_penultimate"
+    option_defaults = {"clip_norm": 1.0, "accountant": "rdp"}
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        c = self.options["clip_norm"]
+        if not (isinstance(c, (int, float)) and c > 0 and math.isfinite(c)):
+            raise ConfigError(f"clip_norm={c!r} is not allowed: the clipping norm must be a finite number > 0")
+        if self.options["accountant"] not in ACCOUNTANTS:
+            raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose rdp or prv")
+        self.feature_dim: int | None = None
+
+    @property
+    def sigma(self) -> float:
+        return self._need_calibration()[1].noise["noise_multiplier"]
+
+    def calibrate(self, spec: PrivacySpec) -> Calibration:
+        t0 = time.perf_counter()
+        try:
+            sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
+                                         steps=spec.steps, accountant=self.options["accountant"])
+        except ValueError as err:
+            raise ConfigError(f"epsilon={spec.epsilon:g} cannot be reached at q={spec.sampling_rate:g}, "
+                              f"T={spec.steps}: {err}") from None
+        seconds = time.perf_counter() - t0
+        self.spec = spec
+        eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
+                               steps=spec.steps, accountant=self.options["accountant"])
+        self.calibration = Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, seconds=seconds,
+                                       details={"clip_norm": self.options["clip_norm"],
+                                                "accountant": self.options["accountant"]})
+        return self.calibration
+
+    def claim(self) -> PrivacyClaim:
+        spec, cal = self._need_calibration()
+        return PrivacyClaim(
+            mechanism="subsampled_gaussian_features", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
+            parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip_norm": self.options["clip_norm"]},
+            epsilon=cal.epsilon, delta=spec.delta, protects="inputs",
+            scope=("the clipped, noised penultimate-layer feature vectors released during training (labels are "
+                   "public); the feature extractor is trained through the clean network at the private input, "
+                   "which the guarantee does not cover: the audit measures that leakage"),
+        )
+
+    def epsilon_spent(self, steps_done: int) -> float:
+        spec, cal = self._need_calibration()
+        if steps_done <= 0:
+            return 0.0
+        return gaussian_epsilon(noise_multiplier=cal.noise["noise_multiplier"], delta=spec.delta,
+                                sampling_rate=spec.sampling_rate, steps=steps_done, accountant=self.options["accountant"])
+
+    def prepare(self, model, optimizer, setup: TrainingSetup):
+        self.feature_dim = int(model.feature_dim)
+        return model, optimizer
+
+    def describe(self) -> dict[str, Any]:
+        """The width dependence, logged with every run: noise norm / clipping norm ~ sigma * sqrt(k)."""
+        if self.feature_dim is None or self.calibration is None:
+            return {}
+        return {"feature_dim": self.feature_dim,
+                "noise_norm_over_clip_norm": self.sigma * math.sqrt(self.feature_dim)}
+
+    def noisy_features(self, model, x: torch.Tensor) -> torch.Tensor:
+        c = self.options["clip_norm"]
+        h = clip_rows(model.features(x), c)
+        return h + torch.randn_like(h) * (self.sigma * c)
+
+    def train_step(self, model, optimizer, x, y):
+        if x.shape[0] == 0:
+            return None
+        optimizer.zero_grad(set_to_none=True)
+        loss = F.cross_entropy(model.head(self.noisy_features(model, x)), y)
+        loss.backward()
+        optimizer.step()
+        return float(loss.detach())

@@ -85,10 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     p_cal = sub.add_parser("calibrate", help="calibrate a method's noise to (epsilon, delta, q, T)")
     p_cal.add_argument("--method", required=True)
-    p_cal.add_argument("--epsilon", type=float, required=True)
-    p_cal.add_argument("--delta", type=float, required=True)
-    p_cal.add_argument("--sampling-rate", type=float, required=True)
-    p_cal.add_argument("--steps", type=int, required=True)
+    p_cal.add_argument("--epsilon", type=float)
+    p_cal.add_argument("--delta", type=float)
+    p_cal.add_argument("--sampling-rate", type=float)
+    p_cal.add_argument("--steps", type=int)
+    p_cal.add_argument("--preset", help="instead of (delta, q, T): a table over the preset's data sets")
+    p_cal.add_argument("--epsilons", default="1,2,4,8", help="with --preset: the epsilons of the table")
     p_cal.add_argument("--alpha", type=float, help="Dirichlet concentration (dirichlet_softmax)")
     p_cal.add_argument("--option", action="append", metavar="NAME=VALUE")
     p_cal.add_argument("--json", action="store_true")
@@ -157,6 +159,12 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}
     if args.alpha is not None:
         options["alpha"] = args.alpha
+    if args.preset:
+        return _calibration_table(args, options)
+    missing = [f"--{n.replace('_', '-')}" for n in ("epsilon", "delta", "sampling_rate", "steps")
+               if getattr(args, n) is None]
+    if missing:
+        raise ConfigError(f"bench calibrate needs {', '.join(missing)} (or --preset NAME for a table)")
     spec = PrivacySpec(epsilon=args.epsilon, delta=args.delta, sampling_rate=args.sampling_rate, steps=args.steps)
     method = create_method(args.method, options)
     cal = method.calibrate(spec)
@@ -169,6 +177,37 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     else:
         for k, v in out.items():
             print(f"{k:>20}: {v}")
+    return 0
+
+
+def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int:
+    """r* (or sigma) for every data set of a preset at each epsilon, as a Markdown table."""
+    from inputdp.methods import create_method
+
+    from .config import PrivacySpec
+    from .presets import PRESETS
+    from .sweep import parse_list
+
+    preset = PRESETS.get(args.preset)
+    epsilons = parse_list(args.epsilons, float, "--epsilons")
+    rows = []
+    for dataset, s in preset.per_dataset.items():
+        method = create_method(args.method, {**s.method_options.get(args.method, {}), **options})
+        cells = []
+        for eps in epsilons:
+            cal = method.calibrate(PrivacySpec(epsilon=eps, delta=args.delta or s.delta, sampling_rate=s.sampling_rate,
+                                               steps=s.steps))
+            key = next(iter(cal.noise))
+            cells.append(cal.noise[key])
+            rows.append({"dataset": dataset, "q": s.sampling_rate, "steps": s.steps, "epsilon": eps, key: cal.noise[key],
+                         "achieved_epsilon": cal.epsilon, "order": cal.order, "calibration_seconds": cal.seconds})
+        if not args.json:
+            if len(rows) == len(epsilons):
+                print("| data set | q | T | " + " | ".join(f"{key} at eps={e:g}" for e in epsilons) + " |")
+                print("|---|---|---|" + "---|" * len(epsilons))
+            print(f"| {dataset} | {s.sampling_rate:.6g} | {s.steps} | " + " | ".join(f"{c:.4f}" for c in cells) + " |")
+    if args.json:
+        print(json.dumps(rows))
     return 0
 
 

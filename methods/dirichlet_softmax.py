@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 from scipy.special import polygamma
+from torch.distributions import Gamma
 
 from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
@@ -51,11 +52,16 @@ def calibrate_r(*, epsilon: float, delta: float, sampling_rate: float, steps: in
 
 
 def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float) -> torch.Tensor:
-    """Per-example -log p~_y with p~ ~ Dir(r * softmax(logits) + alpha), sampled by reparameterisation."""
+    """Per-example -log p~_y with p~ ~ Dir(r * softmax(logits) + alpha), sampled by reparameterisation.
+
+    A Dirichlet sample is a vector of independent Gamma(a_j, 1) draws divided by their sum, so
+    -log p~_y = log(sum_j G_j) - log G_y; torch's Gamma ``rsample`` differentiates through the draws.
+    """
     s = torch.softmax(logits, dim=-1)
-    p = torch.distributions.Dirichlet(r * s + alpha).rsample()
-    p_y = p.gather(1, y.view(-1, 1)).squeeze(1)
-    return -torch.log(p_y.clamp_min(torch.finfo(p_y.dtype).tiny))
+    conc = r * s + alpha
+    g = Gamma(conc, conc.new_ones(()), validate_args=False).rsample()
+    g = g.clamp_min(torch.finfo(g.dtype).tiny)
+    return torch.log(g.sum(dim=1)) - torch.log(g.gather(1, y.view(-1, 1)).squeeze(1))
 
 
 class DirichletSoftmax(Method):

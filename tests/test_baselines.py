@@ -114,3 +114,27 @@ def test_claims_state_what_they_cover():
     g.calibrate(SPEC)
     assert d.claim().protects == "inputs and labels" and "every iterate" in d.claim().scope
     assert g.claim().protects == "inputs" and "audit" in g.claim().scope
+
+
+@pytest.mark.parametrize("model_name", ["small_cnn", "resnet9"])
+def test_grad_sample_modes_agree_without_noise(model_name):
+    """hooks, functorch and ghost clipping give the same clipped update: any of them is a valid default."""
+    import copy
+
+    torch.manual_seed(0)
+    channels = 1 if model_name == "small_cnn" else 3
+    base = build_model(model_name, num_classes=10, channels=channels, size=28, norm="group", width=8)
+    x, y = torch.randn(12, channels, 28, 28), torch.randint(0, 10, (12,))
+    updates = {}
+    for mode in ("hooks", "functorch", "ghost"):
+        model = copy.deepcopy(base)
+        m = DPSGD(grad_sample_mode=mode, max_grad_norm=0.1)
+        m.calibrate(SPEC)
+        setup = TrainingSetup(spec=SPEC, train_size=60000, num_classes=10, device="cpu")
+        module, opt = m.prepare(model, torch.optim.SGD(model.parameters(), lr=0.0), setup)
+        opt.noise_multiplier = 0.0
+        m.train_step(module, opt, x, y)
+        updates[mode] = torch.cat([p.grad.flatten() for p in module.parameters()])
+    scale = float(updates["hooks"].abs().max())
+    for mode in ("functorch", "ghost"):
+        assert torch.allclose(updates[mode], updates["hooks"], atol=1e-5 * scale)

@@ -109,7 +109,29 @@ def build_parser() -> argparse.ArgumentParser:
     p_speed.add_argument("--device", default="auto")
     p_speed.add_argument("--threads", type=int, default=0)
     p_speed.add_argument("--json", action="store_true")
+    p_rep = sub.add_parser("report", help="leaderboard (md, csv, html) and plots from the finished MLflow runs")
+    p_rep.add_argument("--tracking-uri")
+    p_rep.add_argument("--experiment", default="inputdp")
+    p_rep.add_argument("--out", default="reports/out", help="output directory (default: reports/out)")
+    p_rep.add_argument("--stamp", default="", help="a line saying when and where the runs were measured")
     return parser
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from inputdp.reports.leaderboard import leaderboard, load_runs, tidy, write_report
+
+    runs = load_runs(args.tracking_uri, args.experiment)
+    train, audits = tidy(runs)
+    if train.empty:
+        raise ConfigError(f"no finished runs in experiment {args.experiment!r} of the store: run `bench run` first")
+    board = leaderboard(train, audits)
+    files = write_report(board, Path(args.out), stamp=args.stamp)
+    print(f"{len(train)} runs, {len(board)} leaderboard rows")
+    for f in (files.markdown, files.csv, files.html, *files.plots):
+        print(f"wrote {f}")
+    return 0
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
@@ -245,7 +267,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate, "speed": cmd_speed}
+COMMANDS = {"run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate, "speed": cmd_speed, "report": cmd_report}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,62 @@
+"""Plots readable without the table: accuracy against epsilon, and epoch time with the ratio to non-private."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import pandas as pd  # noqa: E402
+
+COLOURS = {"dirichlet_softmax": "tab:blue", "dpsgd": "tab:red", "gaussian_penultimate": "tab:green",
+           "pate": "tab:purple", "nonprivate": "black"}
+
+
+def accuracy_vs_epsilon(board: pd.DataFrame, path: Path, dataset: str) -> Path:
+    """One line per private method with error bars over seeds; the non-private level as a horizontal line."""
+    fig, ax = plt.subplots(figsize=(6.4, 4.2))
+    private = board[[math.isfinite(e) for e in board["epsilon"]]]
+    for method, g in private.groupby("method"):
+        g = g.sort_values("epsilon")
+        ax.errorbar(g["epsilon"], 100 * g["acc_mean"], yerr=100 * g["acc_std"], marker="o", capsize=4,
+                    label=method, color=COLOURS.get(method))
+    ref = board[board["method"] == "nonprivate"]
+    for _, r in ref.iterrows():
+        ax.axhline(100 * r["acc_mean"], color="black", linestyle="--", linewidth=1,
+                   label=f"non-private ({100 * r['acc_mean']:.2f}%)")
+    if not private.empty:
+        ax.set_xscale("log", base=2)
+        eps = sorted(private["epsilon"].unique())
+        ax.set_xticks(eps, [f"{e:g}" for e in eps])
+    presets = ", ".join(sorted(board["preset"].astype(str).unique()))
+    models = ", ".join(sorted(board["model"].astype(str).unique()))
+    ax.set_xlabel("target epsilon (delta as in the table)")
+    ax.set_ylabel("test accuracy (%)")
+    ax.set_title(f"{dataset}: accuracy at matched privacy ({presets} preset, {models})")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def epoch_time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
+    """Median epoch time per method (over its runs), the ratio to non-private written on each bar."""
+    per = board.groupby("method")["median_epoch_time_s"].median().sort_values()
+    ref = per.get("nonprivate")
+    fig, ax = plt.subplots(figsize=(6.4, 3.8))
+    bars = ax.bar(per.index, per.values, color=[COLOURS.get(m, "grey") for m in per.index])
+    for bar, value in zip(bars, per.values):
+        label = f"{value:.1f} s" + (f"\n×{value / ref:.2f}" if ref else "")
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), label, ha="center", va="bottom", fontsize=9)
+    ax.set_ylabel("median epoch time (s)")
+    ax.set_title(f"{dataset}: training time per epoch (ratio to non-private)")
+    ax.set_ylim(0, per.max() * 1.3 if len(per) else 1)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

@@ -1,0 +1,71 @@
+"""The leaderboard from a real sqlite MLflow store filled by real smoke runs."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+import pytest
+
+from inputdp.benchmarks.cli import main
+from inputdp.benchmarks.config import PerfFlags
+from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
+from inputdp.reports.leaderboard import leaderboard, load_runs, paper_results, tidy
+
+METHODS = ["nonprivate", "dirichlet_softmax", "gaussian_penultimate"]
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    from .conftest import SHARED_DATA, have_mnist
+
+    if not have_mnist():
+        pytest.skip("real MNIST not found")
+    uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
+    configs = expand(methods=METHODS, dataset="mnist", preset="smoke", epsilons=[1, 4], seeds=[0, 1],
+                     overrides=Overrides(epochs=1, data_dir=str(SHARED_DATA)))
+    run_sweep(configs, tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
+    return uri
+
+
+def test_leaderboard_groups_seeds(store):
+    train, audits = tidy(load_runs(store))
+    assert len(train) == 2 + 4 + 4 and audits.empty
+    board = leaderboard(train, audits)
+    assert set(board["method"]) == set(METHODS)
+    assert (board["seeds"] == 2).all() and len(board) == 5
+    row = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 1)].iloc[0]
+    accs = train[(train["method"] == "dirichlet_softmax") & (train["epsilon"] == 1)]["test_accuracy"]
+    assert row["acc_mean"] == pytest.approx(accs.mean()) and row["acc_std"] == pytest.approx(accs.std(ddof=1))
+    assert row["epsilon_spent"] <= 1.0 and row["threat_model"].startswith("inputs private")
+    ref = board[board["method"] == "nonprivate"].iloc[0]
+    assert math.isinf(ref["epsilon"]) and ref["time_ratio_to_nonprivate"] == pytest.approx(1.0)
+    assert pd.isna(row["audited_epsilon_lb"])  # no audit yet
+
+
+def test_bench_report_writes_files(store, tmp_path, capsys):
+    out = tmp_path / "rep"
+    assert main(["report", "--tracking-uri", store, "--out", str(out), "--stamp", "measured today"]) == 0
+    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "accuracy_vs_epsilon_mnist.png",
+                 "epoch_time_mnist.png"):
+        assert (out / name).exists() and (out / name).stat().st_size > 0
+    assert (out / "accuracy_vs_epsilon_mnist.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    md = (out / "leaderboard.md").read_text()
+    for m in METHODS:
+        assert f"| {m} |" in md
+    assert "The paper side by side" in md and "not comparable (preset smoke)" in md
+    csv = pd.read_csv(out / "leaderboard.csv")
+    assert len(csv) == 5 and "time_ratio_to_nonprivate" in csv.columns
+
+
+def test_report_without_runs_is_one_line(tmp_path, capsys):
+    code = main(["report", "--tracking-uri", f"sqlite:///{tmp_path / 'empty.db'}", "--out", str(tmp_path / "o")])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "no finished runs" in err
+
+
+def test_paper_figures_are_the_seed_texts():
+    paper = paper_results()
+    cifar = paper[(paper["dataset"] == "cifar10") & (paper["method"] == "dirichlet_softmax")
+                  & (paper["metric"] == "test_accuracy")]
+    assert sorted(cifar["value"]) == [0.8296, 0.8817]

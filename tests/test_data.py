@@ -151,3 +151,29 @@ def test_random_crop_flip_keeps_content():
     assert random_crop_flip(x[:0], torch.Generator()).shape[0] == 0
     same = random_crop_flip(x, torch.Generator().manual_seed(0), pad=0)
     assert all(torch.equal(same[i], x[i]) or torch.equal(same[i], x[i].flip(-1)) for i in range(2))
+
+
+def test_poisson_indices_match_coin_flips_in_distribution():
+    """Geometric-gap sampling against n independent coin flips: sizes Binomial(n, q), every index uniform."""
+    from scipy import stats
+
+    from inputdp.benchmarks.sampling import poisson_indices
+
+    g = torch.Generator().manual_seed(5)
+    n, q, reps = 200, 0.1, 3000
+    sizes, counts = [], torch.zeros(n)
+    for _ in range(reps):
+        idx = poisson_indices(n, q, g)
+        assert torch.all(idx[1:] > idx[:-1]) and (len(idx) == 0 or (idx.min() >= 0 and idx.max() < n))
+        sizes.append(len(idx))
+        counts[idx] += 1
+    # batch sizes: chi-square goodness of fit to Binomial(n, q) over pooled bins
+    observed = np.bincount(sizes, minlength=n + 1)
+    expected = stats.binom.pmf(np.arange(n + 1), n, q) * reps
+    lo, hi = 10, 30
+    obs = [observed[:lo].sum(), *observed[lo:hi], observed[hi:].sum()]
+    exp = [expected[:lo].sum(), *expected[lo:hi], expected[hi:].sum()]
+    assert stats.chisquare(obs, exp).pvalue > 1e-3
+    # inclusion frequency of each index
+    assert torch.all((counts / reps - q).abs() < 5 * (q * (1 - q) / reps) ** 0.5)
+    assert torch.equal(poisson_indices(7, 1.0, g), torch.arange(7))

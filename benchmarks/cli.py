@@ -114,7 +114,55 @@ def build_parser() -> argparse.ArgumentParser:
     p_rep.add_argument("--experiment", default="inputdp")
     p_rep.add_argument("--out", default="reports/out", help="output directory (default: reports/out)")
     p_rep.add_argument("--stamp", default="", help="a line saying when and where the runs were measured")
+    p_aud = sub.add_parser("audit", help="one-run audit: an empirical epsilon lower bound for a method's trained model")
+    p_aud.add_argument("--method", required=True)
+    p_aud.add_argument("--dataset", required=True)
+    p_aud.add_argument("--epsilon", type=float, default=1.0)
+    p_aud.add_argument("--preset", default="cpu")
+    p_aud.add_argument("--canaries", type=int, default=1000)
+    p_aud.add_argument("--canary-kind", default="random_pattern", help="mislabeled | random_pattern | blank_patch")
+    p_aud.add_argument("--score", default="all", help="all, or one of loss, margin, gradient_alignment, "
+                                                       "first_layer_projection")
+    p_aud.add_argument("--seed", type=int, default=0)
+    p_aud.add_argument("--epochs", type=int)
+    p_aud.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE")
+    p_aud.add_argument("--data-dir")
+    p_aud.add_argument("--tracking-uri")
+    p_aud.add_argument("--experiment", default="inputdp")
+    p_aud.add_argument("--no-track", action="store_true", help="do not log the audit run to MLflow")
+    p_aud.add_argument("--device", default="auto")
+    p_aud.add_argument("--json", action="store_true")
     return parser
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from .audit import SCORES, audit
+    from .config import PerfFlags
+    from .sweep import Overrides, build_config, resolve_methods
+    from .tracking import MLflowTracker
+
+    (method,) = resolve_methods(args.method)
+    config = build_config(method=method, dataset=args.dataset, preset=args.preset, epsilon=args.epsilon,
+                          seed=args.seed, overrides=Overrides(epochs=args.epochs, data_dir=args.data_dir,
+                                                              method_options=parse_options(args.option, [method])))
+    scores = SCORES if args.score == "all" else (args.score,)
+    tracker = None
+    if not args.no_track:
+        tracker = MLflowTracker(args.tracking_uri, args.experiment, extra_tags={
+            "kind": "audit", "audit_of_match_key": config.match_key(),
+            "config_key": f"audit:{config.key()}:{args.canary_kind}:{args.canaries}"})
+    perf = PerfFlags(device=args.device, progress=not args.json)
+    result = audit(config, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,
+                   tracker=tracker)
+    if args.json:
+        print(json.dumps(result.as_json()))
+        return 0
+    print(f"{method} on {args.dataset} ({args.preset}), claimed epsilon {config.privacy.epsilon:g}, "
+          f"{args.canaries} {args.canary_kind} canaries, test accuracy {result.test_accuracy:.4f}")
+    print(f"{'score':<24}{'eps_lb':>8}{'ceiling':>9}{'k':>6}{'correct':>10}")
+    for o in result.outcomes:
+        print(f"{o.score:<24}{o.epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>6}{o.correct:>6}/{o.guesses}")
+    return 0
 
 
 def cmd_report(args: argparse.Namespace) -> int:
@@ -267,7 +315,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate, "speed": cmd_speed, "report": cmd_report}
+COMMANDS = {
+    "run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate, "speed": cmd_speed, "report": cmd_report,
+    "audit": cmd_audit,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -51,7 +51,8 @@ class RunResult:
     calibration: Calibration
     norm: str
     lr_info: dict[str, Any] = field(default_factory=dict)
-    model: nn.Module | None = None
+    model: nn.Module | None = None  # the trained model (unwrapped), with keep_model=True
+    initial_state: dict[str, torch.Tensor] | None = None  # its parameters before training, with keep_model=True
 
 
 def seed_everything(seed: int) -> None:
@@ -102,6 +103,7 @@ class Prepared:
     norm: str
     lr_info: dict[str, Any]
     calibration_seconds: float
+    initial_state: dict[str, torch.Tensor] | None = None
 
 
 def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None) -> Prepared:
@@ -123,13 +125,14 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     info = data.info
     model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
                         norm=norm, width=config.model_width).to(device)
+    initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
     lr, lr_info = method.learning_rate(config.lr)
     optimizer = make_optimizer(config, model.parameters(), lr)
     setup = TrainingSetup(spec=config.privacy, train_size=data.train_size, num_classes=info.num_classes,
                           device=device, model_name=config.model)
     model, optimizer = method.prepare(model, optimizer, setup)
     return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
-                    calibration_seconds)
+                    calibration_seconds, initial_state)
 
 
 def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
@@ -178,9 +181,19 @@ def run(
         callback.on_end({}, "KILLED" if _interrupted() else "FAILED")
         raise
     callback.on_end(result.metrics, "FINISHED")
-    if not keep_model:
+    if keep_model:
+        result.model = unwrap(result.model)
+        result.initial_state = p.initial_state
+    else:
         result.model = None
     return result
+
+
+def unwrap(model: nn.Module | None) -> nn.Module | None:
+    """The user's model inside a method's wrapper (Opacus' GradSampleModule keeps it as ``_module``)."""
+    while model is not None and hasattr(model, "_module"):
+        model = model._module
+    return model
 
 
 def _interrupted() -> bool:

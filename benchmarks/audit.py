@@ -1,0 +1,288 @@
+"""One-run privacy auditing (Steinke, Nasr & Jagielski 2023; REFERENCE.md §4).
+
+m canaries are made; each is included in the training set independently with probability 1/2 (the truth is
+recorded); the method trains once through the normal harness with its normal calibration; every canary gets a
+score; the k highest are guessed "in" and the k lowest "out"; from the number of correct guesses a lower bound on
+epsilon follows at confidence 1 - beta. The bound is corrected (Bonferroni) for every (score, k) it tries, so the
+strongest of them may be reported.
+
+A lower bound only: above the claim means the claim does not hold for what was scored (here: the trained
+parameters); below it proves nothing. The ceiling is the largest bound the same m and k could ever show.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from scipy import stats
+from torch import nn
+
+from inputdp.datasets import TensorData, load_tensor_data
+
+from .config import PerfFlags, RunConfig
+from .errors import ConfigError
+from .harness import run
+
+CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch")
+SCORES = ("loss", "margin", "gradient_alignment", "first_layer_projection")
+BLACK_BOX = ("loss", "margin")
+BETA = 0.05
+
+
+# --- the statistics ------------------------------------------------------------------------------------------
+def binomial_tail(r: int, q: float, t: int) -> float:
+    """f(t) = P[Binomial(r, q) >= t]."""
+    if t <= 0:
+        return 1.0
+    return float(stats.binom.sf(t - 1, r, q))
+
+
+def p_value(eps: float, *, r: int, v: int, m: int, delta: float) -> float:
+    """p(eps) = f(v) + 2 m delta max_{i=1..v} (f(v-i) - f(v)) / i, with q_e = e^eps / (1 + e^eps)."""
+    q = 1.0 / (1.0 + math.exp(-eps))
+    ts = np.arange(0, v + 1)
+    tails = stats.binom.sf(ts - 1, r, q)  # f(0), ..., f(v)
+    tails[0] = 1.0
+    fv = float(tails[v])
+    if v == 0:
+        return fv
+    i = np.arange(1, v + 1)
+    spread = float(np.max((tails[v - i] - fv) / i))
+    return fv + 2.0 * m * delta * spread
+
+
+def epsilon_lower_bound(*, r: int, v: int, m: int, delta: float, beta: float) -> float:
+    """sup{eps : p(eps) < beta}, by bisection (p increases with eps); 0 if even eps = 0 is not rejected."""
+    if r == 0 or p_value(0.0, r=r, v=v, m=m, delta=delta) >= beta:
+        return 0.0
+    lo, hi = 0.0, 1.0
+    while p_value(hi, r=r, v=v, m=m, delta=delta) < beta and hi < 100:
+        lo, hi = hi, 2 * hi
+    for _ in range(60):
+        mid = (lo + hi) / 2
+        if p_value(mid, r=r, v=v, m=m, delta=delta) < beta:
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def k_grid(m: int) -> list[int]:
+    """Guess counts tried (k "in" and k "out" guesses each)."""
+    return sorted({k for k in (5, 10, 20, 50, 100, 200, m // 4) if 1 <= k <= m // 2})
+
+
+@dataclass
+class ScoreOutcome:
+    score: str
+    epsilon_lb: float
+    ceiling: float
+    k: int
+    guesses: int
+    correct: int
+
+
+def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, beta: float, n_tests: int,
+                     score: str) -> ScoreOutcome:
+    """The best bound over the k grid for one score, each test at level beta / n_tests (Bonferroni)."""
+    m = len(scores)
+    order = np.argsort(-scores, kind="stable")
+    best = ScoreOutcome(score, 0.0, 0.0, 0, 0, 0)
+    for k in k_grid(m):
+        guessed_in, guessed_out = order[:k], order[-k:]
+        v = int(included[guessed_in].sum() + (~included[guessed_out]).sum())
+        r = 2 * k
+        lb = epsilon_lower_bound(r=r, v=v, m=m, delta=delta, beta=beta / n_tests)
+        ceiling = epsilon_lower_bound(r=r, v=r, m=m, delta=delta, beta=beta / n_tests)
+        if lb > best.epsilon_lb or (best.k == 0):
+            best = ScoreOutcome(score, lb, ceiling, k, r, v)
+    return best
+
+
+# --- canaries ------------------------------------------------------------------------------------------------
+@dataclass
+class Canaries:
+    x: torch.Tensor
+    y: torch.Tensor
+    included: np.ndarray
+    kind: str
+    base: TensorData = field(repr=False)  # the training data without any canary
+
+
+def make_canaries(kind: str, data: TensorData, m: int, seed: int) -> Canaries:
+    """m canaries of a kind, and the training data they are added to.
+
+    - ``mislabeled``: m real training images removed from the training set and given a wrong label (the
+      classic black-box canary; a loss that scales its gradient with s_y may simply refuse to fit them);
+    - ``random_pattern``: i.i.d. Gaussian pixel images (far from the data), each with a fixed random label;
+    - ``blank_patch``: a blank image with one bright random square patch, a fixed random label.
+    """
+    if kind not in CANARY_KINDS:
+        raise ConfigError(f"canary kind {kind!r} is not allowed: choose one of {', '.join(CANARY_KINDS)}")
+    if not (isinstance(m, int) and 2 <= m < data.train_size):
+        raise ConfigError(f"canaries={m!r} is not allowed: it must be an integer in [2, {data.train_size})")
+    g = torch.Generator().manual_seed(10_000 + seed)
+    c = data.info.num_classes
+    device = data.x_train.device
+    base = data
+    if kind == "mislabeled":
+        perm = torch.randperm(data.train_size, generator=g)
+        take, keep = perm[:m].to(device), perm[m:].to(device)
+        x = data.x_train[take]
+        y = (data.y_train[take] + torch.randint(1, c, (m,), generator=g).to(device)) % c
+        base = TensorData(data.info, data.x_train[keep], data.y_train[keep], data.x_test, data.y_test)
+    elif kind == "random_pattern":
+        x = torch.randn((m, *data.shape), generator=g).to(device)
+        y = torch.randint(0, c, (m,), generator=g).to(device)
+    else:
+        ch, h, w = data.shape
+        size = max(3, h // 4)
+        x = torch.full((m, ch, h, w), float(data.x_train.min()), device=device)
+        rows = torch.randint(0, h - size + 1, (m,), generator=g)
+        cols = torch.randint(0, w - size + 1, (m,), generator=g)
+        for i in range(m):
+            x[i, :, rows[i]: rows[i] + size, cols[i]: cols[i] + size] = float(data.x_train.max())
+        y = torch.randint(0, c, (m,), generator=g).to(device)
+    included = (torch.rand(m, generator=g) < 0.5).numpy()
+    return Canaries(x, y, included, kind, base)
+
+
+def with_canaries(canaries: Canaries) -> TensorData:
+    inc = torch.from_numpy(canaries.included).to(canaries.x.device)
+    b = canaries.base
+    return TensorData(b.info, torch.cat([b.x_train, canaries.x[inc]]), torch.cat([b.y_train, canaries.y[inc]]),
+                      b.x_test, b.y_test)
+
+
+# --- scores --------------------------------------------------------------------------------------------------
+def _first_weight(model: nn.Module) -> tuple[str, nn.Module]:
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.Conv2d, nn.Linear)):
+            return name, module
+    raise ValueError("the model has no conv or linear layer")
+
+
+@torch.no_grad()
+def black_box_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
+    model.eval()
+    logits = torch.cat([model(x[i: i + 500]) for i in range(0, x.shape[0], 500)])
+    loss = F.cross_entropy(logits, y, reduction="none")
+    true = logits.gather(1, y.view(-1, 1)).squeeze(1)
+    other = logits.scatter(1, y.view(-1, 1), float("-inf")).max(1).values
+    return {"loss": (-loss).cpu().numpy(), "margin": (true - other).cpu().numpy()}
+
+
+def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x: torch.Tensor,
+                     y: torch.Tensor) -> dict[str, np.ndarray]:
+    """Scores for an adversary who holds the initial and the trained parameters.
+
+    - ``gradient_alignment``: <-grad L(canary; theta_T), theta_T - theta_0> / ||grad L(canary; theta_T)||:
+      gradient descent moves the parameters against the gradients of the examples it trains on (the gradient
+      at the trained parameters separated in- from out-canaries better than at theta_0 in our trials);
+    - ``first_layer_projection``: ||first_layer_change(x_c)||^2 / ||x_c||^2: how strongly the change of the
+      first layer responds to the canary's input (independent of its label).
+    """
+    import copy
+
+    initial = copy.deepcopy(final)
+    initial.load_state_dict(initial_state)
+    initial.eval()
+    final.eval()
+    params0 = [p for p in initial.parameters() if p.requires_grad]
+    params_t = [p for p in final.parameters() if p.requires_grad]
+    delta = [pt.detach() - p0.detach() for pt, p0 in zip(params_t, params0)]
+    align = np.empty(x.shape[0])
+    for i in range(x.shape[0]):
+        loss = F.cross_entropy(final(x[i: i + 1]), y[i: i + 1])
+        grads = torch.autograd.grad(loss, params_t)
+        dot = sum(float((g * d).sum()) for g, d in zip(grads, delta))
+        norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads)) + 1e-12
+        align[i] = -dot / norm
+    name, layer0 = _first_weight(initial)
+    layer_t = dict(final.named_modules())[name]
+    dw = layer_t.weight.detach() - layer0.weight.detach()
+    with torch.no_grad():
+        if isinstance(layer0, nn.Conv2d):
+            resp = F.conv2d(x, dw, None, layer0.stride, layer0.padding, layer0.dilation, layer0.groups)
+        else:
+            resp = F.linear(x.flatten(1), dw)
+        proj = (resp.flatten(1).pow(2).sum(1) / x.flatten(1).pow(2).sum(1).clamp_min(1e-12)).cpu().numpy()
+    return {"gradient_alignment": align, "first_layer_projection": proj}
+
+
+# --- the audit -----------------------------------------------------------------------------------------------
+@dataclass
+class AuditResult:
+    method: str
+    epsilon_claimed: float
+    canary_kind: str
+    canaries: int
+    test_accuracy: float
+    outcomes: list[ScoreOutcome]
+    scope: str
+    run_id: str | None = None
+
+    @property
+    def best(self) -> ScoreOutcome:
+        return max(self.outcomes, key=lambda o: o.epsilon_lb)
+
+    def as_json(self) -> dict[str, Any]:
+        b = self.best
+        return {
+            "method": self.method, "epsilon_claimed": self.epsilon_claimed, "epsilon_lb": b.epsilon_lb,
+            "epsilon_lb_ceiling": b.ceiling, "canaries": self.canaries, "guesses": b.guesses, "correct": b.correct,
+            "score": b.score, "canary_kind": self.canary_kind, "test_accuracy": self.test_accuracy, "k": b.k,
+            "scope": self.scope, "run_id": self.run_id,
+            "per_score": {o.score: {"epsilon_lb": o.epsilon_lb, "ceiling": o.ceiling, "k": o.k, "guesses": o.guesses,
+                                    "correct": o.correct} for o in self.outcomes},
+        }
+
+
+def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random_pattern",
+          scores: Sequence[str] = SCORES, perf: PerfFlags | None = None, tracker=None,
+          data: TensorData | None = None, beta: float = BETA) -> AuditResult:
+    """Train ``config`` once with m canaries, each in with probability 1/2, and bound epsilon from the scores."""
+    for s in scores:
+        if s not in SCORES:
+            raise ConfigError(f"score {s!r} is not allowed: choose from {', '.join(SCORES)}")
+    perf = perf or PerfFlags(progress=False)
+    if data is None:
+        data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=perf.resolve_device(),
+                                train_examples=config.train_examples, test_examples=config.test_examples)
+    made = make_canaries(canary_kind, data, canaries, config.seed)
+    result = run(config, perf, tracker, data=with_canaries(made), keep_model=True)
+    model = result.model
+    values: dict[str, np.ndarray] = {}
+    values.update(black_box_scores(model, made.x, made.y))
+    if any(s not in BLACK_BOX for s in scores):
+        values.update(white_box_scores(model, result.initial_state, made.x, made.y))
+    n_tests = len(scores) * len(k_grid(canaries))
+    delta = config.privacy.delta
+    outcomes = [bound_for_scores(values[s], made.included, delta=delta, beta=beta, n_tests=n_tests, score=s)
+                for s in scores]
+    out = AuditResult(config.method, config.privacy.epsilon, canary_kind, canaries,
+                      result.metrics["final_test_accuracy"], outcomes, result.claim.scope,
+                      getattr(tracker, "run_id", None))
+    if tracker is not None and tracker.run_id is not None:
+        _log_audit(tracker, out)
+    return out
+
+
+def _log_audit(tracker, out: AuditResult) -> None:
+    import time
+
+    from mlflow.entities import Metric, RunTag
+
+    ts = int(time.time() * 1000)
+    metrics = [Metric("epsilon_lb", out.best.epsilon_lb, ts, 0), Metric("epsilon_lb_ceiling", out.best.ceiling, ts, 0),
+               Metric("audit_guesses", out.best.guesses, ts, 0), Metric("audit_correct", out.best.correct, ts, 0)]
+    for o in out.outcomes:
+        metrics += [Metric(f"epsilon_lb.{o.score}", o.epsilon_lb, ts, 0), Metric(f"ceiling.{o.score}", o.ceiling, ts, 0)]
+    tracker.client.log_batch(tracker.run_id, metrics=metrics,
+                             tags=[RunTag("audit_best_score", out.best.score), RunTag("canary_kind", out.canary_kind)])

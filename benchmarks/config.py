@@ -85,6 +85,7 @@ class RunConfig:
     train_examples: int = 0  # 0: the whole training split
     test_examples: int = 0  # 0: the whole test split
     eval_batch_size: int = 1000
+    lr_warmup_steps: int = 0  # linear learning-rate warm-up over the first steps (0: none)
     data_dir: str | None = None
 
     def __post_init__(self) -> None:
@@ -101,7 +102,7 @@ class RunConfig:
         _check(isinstance(self.seed, int) and self.seed >= 0,
                f"seed={self.seed!r} is not allowed: seeds are integers >= 0")
         _check(self.norm in NORMS, f"norm={self.norm!r} is not allowed: choose one of {', '.join(NORMS)}")
-        for name in ("train_examples", "test_examples", "model_width"):
+        for name in ("train_examples", "test_examples", "model_width", "lr_warmup_steps"):
             v = getattr(self, name)
             _check(isinstance(v, int) and v >= 0, f"{name}={v!r} is not allowed: it must be an integer >= 0")
         _check(isinstance(self.eval_batch_size, int) and self.eval_batch_size >= 1,

@@ -213,6 +213,8 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
     history: list[dict[str, float]] = []
     steps_done = 0
     model.train()
+    base_lrs = [g["lr"] for g in optimizer.param_groups]
+    warmup = config.lr_warmup_steps
     progress = _progress(len(lengths), f"{config.method} {config.dataset} eps={spec.epsilon:g} seed={config.seed}",
                          perf.progress)
     with PeakMemory(p.device) as memory:
@@ -224,6 +226,9 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
                 x, y = data.x_train[idx], data.y_train[idx]
                 if config.augment:
                     x = random_crop_flip(x, augmenter)
+                if warmup and steps_done <= warmup:
+                    for group, base in zip(optimizer.param_groups, base_lrs):
+                        group["lr"] = base * min(1.0, (steps_done + 1) / warmup)
                 loss = method.train_step(model, optimizer, x, y)
                 steps_done += 1
                 if step_hook is not None:

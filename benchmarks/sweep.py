@@ -36,6 +36,7 @@ class Overrides:
     norm: str | None = None
     optimizer: str | None = None
     train_examples: int | None = None
+    lr_warmup_steps: int | None = None
     data_dir: str | None = None
     method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -89,6 +90,7 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
         model_width=o.model_width if o.model_width is not None else s.model_width,
         train_examples=o.train_examples if o.train_examples is not None else s.train_examples,
         test_examples=s.test_examples, data_dir=o.data_dir,
+        lr_warmup_steps=o.lr_warmup_steps if o.lr_warmup_steps is not None else s.lr_warmup_steps,
     )
 
 

@@ -104,9 +104,13 @@ class DPSGD(Method):
         return module, dp_optimizer
 
     def train_step(self, model, optimizer, x, y):
-        """An empty batch is still a step: the optimizer adds noise to a zero gradient, as the accountant assumes."""
+        """An empty batch is still a step: the optimizer adds noise to a zero gradient, as the accountant assumes.
+
+        Opacus' hooks and ghost modes take an empty batch through the normal path; functorch's vmap cannot,
+        so there the per-example gradients are set to empty tensors by hand.
+        """
         optimizer.zero_grad(set_to_none=True)
-        if x.shape[0] == 0:
+        if x.shape[0] == 0 and self.mode == "functorch":
             _noise_only_step(model, optimizer)
             return None
         logits = model(x)
@@ -116,7 +120,7 @@ class DPSGD(Method):
             loss = F.cross_entropy(logits, y)
         loss.backward()
         optimizer.step()
-        return float(loss.detach())
+        return float(loss.detach()) if x.shape[0] else None
 
 
 def _noise_only_step(model: nn.Module, optimizer) -> None:
@@ -124,5 +128,4 @@ def _noise_only_step(model: nn.Module, optimizer) -> None:
     for p in model.parameters():
         if p.requires_grad:
             p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
-            p.grad = torch.zeros_like(p)  # ghost clipping reads the (already clipped) summed gradient here
     optimizer.step()

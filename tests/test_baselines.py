@@ -138,3 +138,17 @@ def test_grad_sample_modes_agree_without_noise(model_name):
     scale = float(updates["hooks"].abs().max())
     for mode in ("functorch", "ghost"):
         assert torch.allclose(updates[mode], updates["hooks"], atol=1e-5 * scale)
+
+
+@pytest.mark.parametrize("mode", ["hooks", "functorch", "ghost"])
+def test_dpsgd_empty_batch_is_a_noise_only_step(mode):
+    torch.manual_seed(0)
+    model = build_model("small_cnn", num_classes=10, channels=1, size=28, norm="group", width=8)
+    m = DPSGD(grad_sample_mode=mode)
+    m.calibrate(SPEC)
+    setup = TrainingSetup(spec=SPEC, train_size=60000, num_classes=10, device="cpu")
+    module, opt = m.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), setup)
+    assert m.train_step(module, opt, torch.zeros(0, 1, 28, 28), torch.zeros(0, dtype=torch.long)) is None
+    grad = torch.cat([p.grad.flatten() for p in module.parameters()])
+    expected = m.calibration.noise["noise_multiplier"] * 1.0 / round(SPEC.sampling_rate * 60000)
+    assert float(grad.std()) == pytest.approx(expected, rel=0.05)

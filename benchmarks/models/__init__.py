@@ -38,6 +38,10 @@ def build_model(name: str, *, num_classes: int, channels: int, size: int, norm: 
     info = MODELS.get(name)
     cls = info.load()
     model = cls(num_classes=num_classes, channels=channels, size=size, norm=norm, width=width or info.default_width)
+    # Every class starts at s = 1/d for every input. The Dirichlet loss scales its gradient with s_y, so a class
+    # whose examples start (or are pushed early) near s_y = 0 can stay dead; a zero head removes the start.
+    nn.init.zeros_(model.head.weight)
+    nn.init.zeros_(model.head.bias)
     return model
 
 

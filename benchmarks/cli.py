@@ -73,6 +73,13 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--threads", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--executor", default="local", help="local | ray | submitit")
+    p.add_argument("--ray-address", help="a Ray cluster's address (default: start a local one)")
+    p.add_argument("--cpus-per-run", type=float, default=1.0)
+    p.add_argument("--gpus-per-run", type=float, default=0.0, help="fractions allowed, e.g. 0.25")
+    p.add_argument("--workers", type=int, help="local Ray cluster size (CPUs) / SLURM array parallelism")
+    p.add_argument("--submitit-folder", default="submitit-logs")
+    p.add_argument("--submitit-cluster", help="submitit cluster: slurm (default when available) or local")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -133,7 +140,37 @@ def build_parser() -> argparse.ArgumentParser:
     p_aud.add_argument("--no-track", action="store_true", help="do not log the audit run to MLflow")
     p_aud.add_argument("--device", default="auto")
     p_aud.add_argument("--json", action="store_true")
+    p_srv = sub.add_parser("server", help="start an MLflow tracking server on loopback and print its URI")
+    p_srv.add_argument("--backend-store-uri", default="sqlite:///mlflow-server.db",
+                       help="sqlite:///FILE or postgresql://USER@HOST/DB")
+    p_srv.add_argument("--port", type=int, default=0, help="0: a free port")
+    p_srv.add_argument("--artifacts", default="mlartifacts")
+    p_srv.add_argument("--detach", action="store_true", help="leave it running and return (prints its pid)")
     return parser
+
+
+def cmd_server(args: argparse.Namespace) -> int:
+    import time
+
+    from .server import start_mlflow_server
+
+    uri = args.backend_store_uri
+    if not uri.startswith(("sqlite:///", "postgresql://", "postgresql+", "mysql://", "mysql+")):
+        raise ConfigError(f"--backend-store-uri {uri!r} is not allowed: use sqlite:///FILE or postgresql://...")
+    server = start_mlflow_server(uri, port=args.port or None, artifacts_dir=args.artifacts,
+                                 log_path="mlflow-server.log")
+    print(server.uri, flush=True)
+    print(f"pid {server.pid}; stop it with: kill -- -{server.pid}", file=sys.stderr, flush=True)
+    if args.detach:
+        return 0
+    try:
+        while server.process.poll() is None:
+            time.sleep(1)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.stop()
+    return 0
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -301,8 +338,18 @@ def cmd_run(args: argparse.Namespace) -> int:
                      epsilons=parse_list(args.epsilons, float, "--epsilons"),
                      seeds=parse_list(args.seeds, int, "--seeds"), overrides=overrides)
     perf = PerfFlags(device=args.device, threads=args.threads, progress=not args.no_progress)
-    perf.resolve_device()
-    outcome = run_sweep(configs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf)
+    if args.executor == "local":
+        perf.resolve_device()
+    options: dict[str, Any] = {}
+    if args.executor == "ray":
+        options = {"address": args.ray_address, "cpus_per_run": args.cpus_per_run, "gpus_per_run": args.gpus_per_run,
+                   "local_cpus": args.workers}
+    elif args.executor == "submitit":
+        options = {"folder": args.submitit_folder, "cluster": args.submitit_cluster,
+                   "cpus_per_run": int(args.cpus_per_run), "gpus_per_run": int(args.gpus_per_run),
+                   "parallel": args.workers or 2}
+    outcome = run_sweep(configs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
+                        executor=args.executor, executor_options=options)
     print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{'test_acc':>10}{'median_epoch_s':>16}{'eps_spent':>11}")
     for r in outcome.ran:
         m, c = r.metrics, r.config
@@ -314,12 +361,19 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")
     if outcome.marked_failed:
         print(f"marked {outcome.marked_failed} unfinished run(s) FAILED and reran them")
+    if outcome.failed:
+        for f in outcome.failed:
+            sys.stderr.write(f"bench: {f.config.method} eps={f.config.privacy.epsilon:g} seed={f.config.seed} "
+                             f"failed: {f.error}\n")
+        sys.stderr.write(f"bench: {len(outcome.failed)} configuration(s) failed; re-run the same command to finish "
+                         "them (FINISHED ones are skipped)\n")
+        return 1
     return 0
 
 
 COMMANDS = {
     "run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate, "speed": cmd_speed, "report": cmd_report,
-    "audit": cmd_audit,
+    "audit": cmd_audit, "server": cmd_server,
 }
 
 

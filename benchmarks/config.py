@@ -108,6 +108,15 @@ class RunConfig:
         _check(isinstance(self.eval_batch_size, int) and self.eval_batch_size >= 1,
                f"eval_batch_size={self.eval_batch_size!r} is not allowed: it must be an integer >= 1")
 
+    def __reduce__(self):  # MappingProxyType does not pickle: travel as a plain dict (Ray, submitit, spawn)
+        return (RunConfig.from_dict, (self.to_dict(),))
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RunConfig:
+        d = dict(d)
+        d["privacy"] = PrivacySpec(**d["privacy"])
+        return cls(**d)
+
     def replace(self, **changes: Any) -> RunConfig:
         return dataclasses.replace(self, **changes)
 

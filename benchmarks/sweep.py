@@ -111,10 +111,26 @@ def expand(*, methods: Sequence[str], dataset: str, preset: str, epsilons: Seque
 
 
 @dataclass
-class SweepOutcome:
-    ran: list[Any] = field(default_factory=list)
-    skipped: list[RunConfig] = field(default_factory=list)
+class RunSummary:
+    """What one configuration of a sweep came to, wherever it ran."""
+
+    config: RunConfig
+    status: str  # "ran", "skipped" (already FINISHED in the store) or "failed"
+    metrics: dict[str, float] = field(default_factory=dict)
     marked_failed: int = 0
+    error: str = ""
+
+
+@dataclass
+class SweepOutcome:
+    ran: list[RunSummary] = field(default_factory=list)
+    skipped: list[RunSummary] = field(default_factory=list)
+    failed: list[RunSummary] = field(default_factory=list)
+    marked_failed: int = 0
+
+    def add(self, summary: RunSummary) -> None:
+        {"ran": self.ran, "skipped": self.skipped, "failed": self.failed}[summary.status].append(summary)
+        self.marked_failed += summary.marked_failed
 
 
 def claim_configuration(tracker: MLflowTracker, config: RunConfig) -> tuple[bool, int]:
@@ -128,30 +144,32 @@ def claim_configuration(tracker: MLflowTracker, config: RunConfig) -> tuple[bool
     return False, len(stale)
 
 
-def run_sweep(configs: Sequence[RunConfig], *, tracking_uri: str | None = None, experiment: str = "inputdp",
-              perf: PerfFlags | None = None, skip_finished: bool = True) -> SweepOutcome:
+def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: str, perf: PerfFlags,
+                      skip_finished: bool = True) -> RunSummary:
+    """Run one configuration unless the store already has it FINISHED. The unit every executor ships."""
     from .harness import run
 
-    perf = perf or PerfFlags()
-    outcome = SweepOutcome()
-    bar = None
-    if perf.progress and len(configs) > 1:
-        from tqdm.auto import tqdm
+    tracker = MLflowTracker(tracking_uri, experiment)
+    stale = 0
+    if skip_finished:
+        done, stale = claim_configuration(tracker, config)
+        if done:
+            return RunSummary(config, "skipped")
+    result = run(config, perf, tracker)
+    return RunSummary(config, "ran", dict(result.metrics), stale)
 
-        bar = tqdm(total=len(configs), desc="sweep", unit="run")
-    for config in configs:
-        tracker = MLflowTracker(tracking_uri, experiment)
-        if skip_finished:
-            done, stale = claim_configuration(tracker, config)
-            outcome.marked_failed += stale
-            if done:
-                outcome.skipped.append(config)
-                if bar is not None:
-                    bar.update(1)
-                continue
-        outcome.ran.append(run(config, perf, tracker))
-        if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+
+def run_sweep(configs: Sequence[RunConfig], *, tracking_uri: str | None = None, experiment: str = "inputdp",
+              perf: PerfFlags | None = None, skip_finished: bool = True, executor: str = "local",
+              executor_options: dict[str, Any] | None = None) -> SweepOutcome:
+    """Run every configuration through an executor (``local``, ``ray``, ``submitit``); see executors.py."""
+    from .executors import get_executor
+
+    perf = perf or PerfFlags()
+    runner = get_executor(executor, **(executor_options or {}))
+    runner.check_tracking_uri(tracking_uri)
+    outcome = SweepOutcome()
+    for summary in runner.map(configs, tracking_uri=tracking_uri, experiment=experiment, perf=perf,
+                              skip_finished=skip_finished):
+        outcome.add(summary)
     return outcome

@@ -67,12 +67,15 @@ class MLflowTracker:
         self.run_id: str | None = None
 
     def on_start(self, config, params: dict[str, Any], tags: dict[str, str]) -> None:
+        import socket
+
         from mlflow.entities import Param, RunTag
 
+        where = {"pid": str(os.getpid()), "host": socket.gethostname()}  # to find (and stop) a run's process
         run = self.client.create_run(
             self.experiment_id,
             run_name=f"{config.method}-{config.dataset}-eps{config.privacy.epsilon:g}-s{config.seed}",
-            tags={**tags, **self.extra_tags},
+            tags={**tags, **where, **self.extra_tags},
         )
         self.run_id = run.info.run_id
         self.client.log_batch(self.run_id, params=[Param(k, _param_value(v)) for k, v in params.items()],

@@ -1,0 +1,179 @@
+"""Executors: where the pure run function executes. Nothing here changes what a run is.
+
+- ``local`` (default): one configuration after another, in this process.
+- ``ray``: each configuration a Ray task with declared resources, on a cluster (``--ray-address``) or a local
+  one started for the sweep.
+- ``submitit``: a SLURM job array (``cluster="local"`` runs the same code as local processes, for tests).
+
+Distributed executors need a tracking server: many processes writing one sqlite file fail ("database is
+locked"), so they refuse a bare sqlite or file URI.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from .config import PerfFlags, RunConfig
+from .errors import ConfigError
+from .sweep import RunSummary, run_configuration
+from .tracking import default_tracking_uri
+
+EXECUTORS = ("local", "ray", "submitit")
+
+
+def _progress(total: int, enabled: bool, desc: str):
+    if not enabled or total <= 1:
+        return None
+    from tqdm.auto import tqdm
+
+    return tqdm(total=total, desc=desc, unit="run")
+
+
+class LocalExecutor:
+    name = "local"
+
+    def check_tracking_uri(self, uri: str | None) -> None:
+        return None
+
+    def map(self, configs: Sequence[RunConfig], *, tracking_uri, experiment, perf: PerfFlags,
+            skip_finished: bool) -> Iterator[RunSummary]:
+        bar = _progress(len(configs), perf.progress, "sweep")
+        for config in configs:
+            yield run_configuration(config, tracking_uri, experiment, perf, skip_finished)
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+
+
+def mark_unfinished_failed(config: RunConfig, tracking_uri: str, experiment: str) -> int:
+    """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
+    from .sweep import claim_configuration
+    from .tracking import MLflowTracker
+
+    try:
+        return claim_configuration(MLflowTracker(tracking_uri, experiment), config)[1]
+    except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then
+        return 0
+
+
+class _Distributed:
+    name = "distributed"
+
+    def check_tracking_uri(self, uri: str | None) -> None:
+        uri = uri or default_tracking_uri()
+        if not uri.startswith(("http://", "https://")):
+            raise ConfigError(
+                f"--executor {self.name} needs a tracking server, not {uri!r} (processes writing one sqlite or file "
+                f"store collide): start one with `bench server` and pass --tracking-uri http://127.0.0.1:PORT"
+            )
+
+
+def _worker_entry(config: RunConfig, tracking_uri: str, experiment: str, perf: PerfFlags, skip_finished: bool,
+                  threads: int) -> RunSummary:
+    import torch
+
+    if threads:
+        torch.set_num_threads(threads)
+    return run_configuration(config, tracking_uri, experiment, perf, skip_finished)
+
+
+@dataclass
+class RayExecutor(_Distributed):
+    address: str | None = None
+    cpus_per_run: float = 1.0
+    gpus_per_run: float = 0.0
+    local_cpus: int | None = None  # size of the local cluster started when no address is given
+    retries: int = 0
+    name: str = "ray"
+
+    def map(self, configs, *, tracking_uri, experiment, perf, skip_finished):
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("--executor ray needs Ray: pip install 'inputdp[ray]'") from None
+        started_here = not ray.is_initialized()
+        if started_here:
+            if self.address:
+                ray.init(address=self.address, log_to_driver=False)
+            else:
+                ray.init(num_cpus=self.local_cpus or os.cpu_count(), include_dashboard=False, log_to_driver=False,
+                         _node_ip_address="127.0.0.1", object_store_memory=256 * 2**20)
+        try:
+            task = ray.remote(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run,
+                              max_retries=self.retries)(_worker_entry)
+            worker_perf = PerfFlags(device=perf.device, threads=perf.threads, dtype=perf.dtype, progress=False)
+            threads = perf.threads or max(1, int(self.cpus_per_run))
+            pending = {task.remote(c, tracking_uri, experiment, worker_perf, skip_finished, threads): c
+                       for c in configs}
+            bar = _progress(len(configs), perf.progress, "sweep (ray)")
+            while pending:
+                done, _ = ray.wait(list(pending), num_returns=1)
+                ref = done[0]
+                config = pending.pop(ref)
+                try:
+                    yield ray.get(ref)
+                except Exception as err:  # noqa: BLE001 - a dead worker: the store keeps the run, the sweep goes on
+                    marked = mark_unfinished_failed(config, tracking_uri, experiment)
+                    yield RunSummary(config, "failed", marked_failed=marked, error=" ".join(str(err).split())[:300])
+                if bar is not None:
+                    bar.update(1)
+            if bar is not None:
+                bar.close()
+        finally:
+            if started_here:
+                ray.shutdown()
+
+
+@dataclass
+class SubmititExecutor(_Distributed):
+    folder: str = "submitit-logs"
+    cluster: str | None = None  # None: SLURM if available; "local": local processes (tests)
+    cpus_per_run: int = 1
+    gpus_per_run: int = 0
+    timeout_min: int = 240
+    partition: str | None = None
+    parallel: int = 2
+    name: str = "submitit"
+
+    def map(self, configs, *, tracking_uri, experiment, perf, skip_finished):
+        try:
+            import submitit
+        except ImportError:
+            raise ConfigError("--executor submitit needs submitit: pip install 'inputdp[slurm]'") from None
+        ex = submitit.AutoExecutor(folder=self.folder, cluster=self.cluster)
+        params: dict[str, Any] = {"timeout_min": self.timeout_min, "cpus_per_task": self.cpus_per_run,
+                                  "slurm_array_parallelism": self.parallel}
+        if self.gpus_per_run:
+            params["gpus_per_node"] = self.gpus_per_run
+        if self.partition:
+            params["slurm_partition"] = self.partition
+        ex.update_parameters(**{k: v for k, v in params.items() if ex.cluster == "slurm" or not k.startswith("slurm")})
+        worker_perf = PerfFlags(device=perf.device, threads=perf.threads, dtype=perf.dtype, progress=False)
+        n = len(configs)
+        jobs = ex.map_array(_worker_entry, list(configs), [tracking_uri] * n, [experiment] * n, [worker_perf] * n,
+                            [skip_finished] * n, [perf.threads or self.cpus_per_run] * n)
+        bar = _progress(n, perf.progress, "sweep (submitit)")
+        for job, config in zip(jobs, configs):
+            try:
+                yield job.result()
+            except Exception as err:  # noqa: BLE001
+                marked = mark_unfinished_failed(config, tracking_uri, experiment)
+                yield RunSummary(config, "failed", marked_failed=marked, error=" ".join(str(err).split())[:300])
+            if bar is not None:
+                bar.update(1)
+        if bar is not None:
+            bar.close()
+
+
+def get_executor(name: str, **options: Any):
+    if name == "local":
+        return LocalExecutor()
+    if name == "ray":
+        return RayExecutor(**options)
+    if name == "submitit":
+        return SubmititExecutor(**options)
+    raise ConfigError(f"--executor {name!r} is not allowed: choose one of {', '.join(EXECUTORS)}")

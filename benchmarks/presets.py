@@ -52,7 +52,9 @@ PRESETS: Registry[Preset] = Registry("preset")
 _SMOKE = DatasetSettings(
     model="small_cnn", model_width=8, sampling_rate=0.05, steps=40, lr=0.05, momentum=0.9,
     train_examples=2000, test_examples=1000,
-    method_options={"dirichlet_softmax": {"lr_rule": "kappa"}},
+    method_options={"dirichlet_softmax": {"lr_rule": "kappa"},
+                    "pate": {"teachers": 10, "threshold": 7.0, "sigma1": 2.0, "sigma2": 1.0, "queries": 200,
+                             "public_pool": 800, "teacher_epochs": 10, "student_epochs": 30}},
 )
 PRESETS.register(Preset(name="smoke", target="", summary="seconds: 2,000 examples, 2 epochs of a tiny CNN; for tests",
                         per_dataset={}, fallback=_SMOKE))
@@ -62,7 +64,9 @@ PRESETS.register(Preset(name="smoke", target="", summary="seconds: 2,000 example
 # near s_y = 0 early stays dead (README, "dead classes"); the warm-up made that rarer in our trials.
 _CPU_MNIST = DatasetSettings(
     model="small_cnn", sampling_rate=256 / 60000, steps=2340, lr=0.05, momentum=0.9, lr_warmup_steps=234,
-    method_options={"dirichlet_softmax": {"lr_rule": "kappa"}},
+    # PATE: the paper's MNIST setting (250 teachers, T = 200, sigma1 = 150, sigma2 = 40, 640 queries), the two
+    # sigmas scaled together to the matched epsilon
+    method_options={"dirichlet_softmax": {"lr_rule": "kappa"}, "pate": {}},
 )
 PRESETS.register(Preset(
     name="cpu", target="", summary="minutes per method on 2 cores: full MNIST/FashionMNIST, small CNN, 10 epochs",

@@ -38,5 +38,8 @@ register_method(MethodInfo(
 register_method(MethodInfo(
     name="gaussian_penultimate", target="inputdp.methods.gaussian_penultimate:GaussianPenultimate", protects="inputs",
     summary="Monir & Ghinita 2024 (our reading): clip the penultimate features, add Gaussian noise, train through"))
+register_method(MethodInfo(
+    name="pate", target="inputdp.methods.pate:PATE", protects="inputs and labels", needs_public_data=True,
+    summary="PATE (Papernot et al. 2018): teacher ensemble, Confident/Interactive GNMax, student on public inputs"))
 
 __all__ = ["METHODS", "MethodInfo", "create_method", "register_method"]

@@ -1,0 +1,257 @@
+"""PATE as a plug-in (Papernot et al. 2018; seed 003; REFERENCE.md §3).
+
+Its shape differs from the step methods: teachers on disjoint parts of the private training set -> noisy
+aggregated labels for public unlabeled inputs -> a student trained on those labels. It runs its own loop
+(``fit``); the harness still times, evaluates, logs and accounts it.
+
+Public data: the data set's test split, cut once (fixed seed) into the student's unlabeled pool (the first
+``public_pool`` examples, as in the PATE paper's MNIST setting) and a held-out part on which the student is
+evaluated. PATE therefore assumes public unlabeled inputs from the same distribution, and it protects the
+private training set's inputs *and* labels.
+
+The formal claim is the data-independent bound: every query pays the threshold check (lambda / (2 sigma1^2))
+and at most every query pays a GNMax answer (lambda / sigma2^2), composed over the queries. With
+``calibrate`` the two sigmas are scaled together (their ratio kept) so that this bound meets the matched
+epsilon. The data-dependent bound (Theorem 6 per query, min with the data-independent one) is logged only
+after sanitisation by smooth sensitivity (smooth_sensitivity.py).
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inputdp.benchmarks.config import PrivacySpec
+from inputdp.benchmarks.errors import ConfigError
+
+from ..accounting import InfeasibleTarget, rdp_to_epsilon
+from ..base import Calibration, Method, PrivacyClaim
+from . import aggregators, analysis
+from .smooth_sensitivity import sanitise, smooth_sensitivity
+from .teachers import train_teachers
+
+AGGREGATORS = ("gnmax", "confident", "interactive")
+PUBLIC_SPLIT_SEED = 4242
+
+
+@dataclass
+class FitOutput:
+    model: nn.Module
+    x_eval: torch.Tensor
+    y_eval: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
+def data_independent_rdp(*, queries: int, answers: int, sigma1: float | None, sigma2: float) -> np.ndarray:
+    rdp = answers * analysis.rdp_gnmax_data_independent(sigma2)
+    if sigma1 is not None:
+        rdp = rdp + queries * analysis.rdp_threshold_data_independent(sigma1)
+    return rdp
+
+
+class PATE(Method):
+    name = "pate"
+    own_loop = True
+    option_defaults = {
+        "teachers": 250, "aggregator": "confident", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
+        "queries": 640, "calibrate": True, "teacher_epochs": 20, "teacher_width": 8, "teacher_lr": 0.05,
+        "student_epochs": 60, "public_pool": 9000, "student_threshold": 0.9, "seed": 0,
+    }
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        o = self.options
+        if o["aggregator"] not in AGGREGATORS:
+            raise ConfigError(f"aggregator={o['aggregator']!r} is not allowed: choose one of {', '.join(AGGREGATORS)}")
+        for k in ("teachers", "queries", "teacher_epochs", "student_epochs", "public_pool"):
+            if not (isinstance(o[k], int) and o[k] >= 1):
+                raise ConfigError(f"{k}={o[k]!r} is not allowed: it must be an integer >= 1")
+        for k in ("sigma1", "sigma2"):
+            if not (isinstance(o[k], (int, float)) and o[k] > 0):
+                raise ConfigError(f"{k}={o[k]!r} is not allowed: it must be a number > 0")
+        self.sigma1 = float(o["sigma1"]) if o["aggregator"] != "gnmax" else None
+        self.sigma2 = float(o["sigma2"])
+        self.asked = 0
+        self.answered = 0
+
+    # --- privacy -------------------------------------------------------------------------------------------
+    def _eps_di(self, scale: float, delta: float) -> tuple[float, float]:
+        q = self.options["queries"]
+        rdp = data_independent_rdp(queries=q, answers=q, sigma1=None if self.sigma1 is None else self.sigma1 * scale,
+                                   sigma2=self.sigma2 * scale)
+        return rdp_to_epsilon(analysis.ORDERS, rdp, delta)
+
+    def calibrate(self, spec: PrivacySpec) -> Calibration:
+        from scipy.optimize import brentq
+
+        t0 = time.perf_counter()
+        scale = 1.0
+        if self.options["calibrate"] and math.isfinite(spec.epsilon):
+            f = lambda s: self._eps_di(s, spec.delta)[0] - spec.epsilon  # noqa: E731 - decreasing in s
+            lo, hi = 1e-3, 1.0
+            while f(hi) > 0:
+                hi *= 2
+                if hi > 1e6:
+                    raise ConfigError(str(InfeasibleTarget(spec.epsilon, 0.0, "pate")))
+            while f(lo) < 0:
+                lo /= 2
+            scale = brentq(f, lo, hi, xtol=1e-12)
+            while f(scale) > 0:
+                scale *= 1 + 1e-9
+        if self.sigma1 is not None:
+            self.sigma1 *= scale
+        self.sigma2 *= scale
+        eps, order = self._eps_di(1.0, spec.delta)
+        self.spec = spec
+        noise = {"sigma2": self.sigma2, **({"sigma1": self.sigma1} if self.sigma1 is not None else {})}
+        self.calibration = Calibration(noise=noise, epsilon=eps, order=order, seconds=time.perf_counter() - t0,
+                                       details={"noise_scale": scale, "queries": self.options["queries"],
+                                                "threshold": self.options["threshold"]})
+        return self.calibration
+
+    def claim(self) -> PrivacyClaim:
+        spec, cal = self._need_calibration()
+        return PrivacyClaim(
+            mechanism=f"pate_{self.options['aggregator']}_gnmax", parameters=dict(cal.noise), sampling="none",
+            steps=self.options["queries"], epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
+            scope=("the student model and every released label: the private training set's inputs and labels "
+                   "(data-independent bound over all queries); needs public unlabeled inputs"),
+            needs_public_data=True,
+        )
+
+    def epsilon_spent(self, steps_done: int) -> float:
+        spec, _ = self._need_calibration()
+        if self.asked == 0:
+            return 0.0
+        rdp = data_independent_rdp(queries=self.asked, answers=self.answered, sigma1=self.sigma1, sigma2=self.sigma2)
+        return rdp_to_epsilon(analysis.ORDERS, rdp, spec.delta)[0]
+
+    # --- the loop ------------------------------------------------------------------------------------------
+    def fit(self, prepared, report) -> FitOutput:
+        o = self.options
+        data, config, device = prepared.data, prepared.config, prepared.device
+        spec, _ = self._need_calibration()
+        g = torch.Generator().manual_seed(config.seed)
+        rng = np.random.default_rng(config.seed)
+        metrics: dict[str, float] = {}
+
+        # public split of the test set (fixed, seed-independent)
+        perm = torch.randperm(data.x_test.shape[0], generator=torch.Generator().manual_seed(PUBLIC_SPLIT_SEED))
+        pool_n = min(o["public_pool"], data.x_test.shape[0] - 1)
+        pool, held = perm[:pool_n].to(device), perm[pool_n:].to(device)
+        x_eval, y_eval = data.x_test[held], data.y_test[held]
+
+        # teachers on disjoint parts of the private training set
+        t0 = time.perf_counter()
+        m = o["teachers"]
+        per = data.train_size // m
+        if per < 1:
+            raise ConfigError(f"teachers={m} is not allowed for {data.train_size} training examples: at most that many")
+        order = torch.randperm(data.train_size, generator=g)[: m * per].to(device)
+        x_parts = data.x_train[order].view(m, per, *data.shape)
+        y_parts = data.y_train[order].view(m, per)
+        info = data.info
+
+        torch.manual_seed(config.seed)
+        ensemble = train_teachers(x_parts, y_parts, num_classes=info.num_classes, width=o["teacher_width"],
+                                  epochs=o["teacher_epochs"], batch_size=max(1, min(32, per // 4)),
+                                  lr=o["teacher_lr"], momentum=0.9, generator=g)
+        metrics["time_teachers_s"] = time.perf_counter() - t0
+        preds_eval = ensemble.predict(x_eval)
+        metrics["teacher_count"] = m
+        metrics["teacher_examples_each"] = per
+        metrics["teacher_mean_accuracy"] = float((preds_eval == y_eval.view(1, -1)).float().mean())
+        metrics["teacher_throughput_examples_per_s"] = m * per * o["teacher_epochs"] / metrics["time_teachers_s"]
+        report(1, {"teacher_mean_accuracy": metrics["teacher_mean_accuracy"], "epoch_time_s": metrics["time_teachers_s"]})
+
+        # votes on the queries
+        t0 = time.perf_counter()
+        q = min(o["queries"], pool_n)
+        qidx = pool[torch.randperm(pool_n, generator=g)[:q].to(device)]
+        x_q, y_q_true = data.x_test[qidx], data.y_test[qidx]
+        tp = ensemble.predict(x_q).cpu()
+        votes = F.one_hot(tp.T, info.num_classes).sum(1).numpy().astype(np.float64)  # (q, classes)
+        metrics["time_votes_s"] = time.perf_counter() - t0
+
+        # aggregation (and, for the interactive aggregator, a first student)
+        t0 = time.perf_counter()
+        agg = o["aggregator"]
+        check_seen = votes.max(axis=1)
+        if agg == "gnmax":
+            labels, paid = aggregators.gnmax(votes, self.sigma2, rng), np.ones(q, dtype=bool)
+        elif agg == "confident":
+            labels, paid = aggregators.confident_gnmax(votes, o["threshold"], self.sigma1, self.sigma2, rng)
+        else:
+            half = q // 2
+            l1, p1 = aggregators.confident_gnmax(votes[:half], o["threshold"], self.sigma1, self.sigma2, rng)
+            first = self._train_student(prepared, x_q[:half][torch.from_numpy(l1 >= 0)],
+                                        torch.from_numpy(l1[l1 >= 0]).to(device), g)
+            with torch.no_grad():
+                probs = torch.softmax(first(x_q[half:]), 1).cpu().numpy()
+            l2, p2, seen2 = aggregators.interactive_gnmax(votes[half:], probs, o["threshold"], self.sigma1, self.sigma2,
+                                                          o["student_threshold"], rng)
+            labels, paid = np.concatenate([l1, l2]), np.concatenate([p1, p2])
+            check_seen = np.concatenate([votes[:half].max(axis=1), seen2])
+        metrics["time_aggregation_s"] = time.perf_counter() - t0
+        self.asked, self.answered = q, int(paid.sum())
+        have = labels >= 0
+        metrics["queries_asked"] = q
+        metrics["queries_answered"] = int(paid.sum())
+        metrics["labels_used"] = int(have.sum())
+        metrics["label_accuracy"] = float((labels[have] == y_q_true.cpu().numpy()[have]).mean()) if have.any() else 0.0
+
+        # accounting: data-independent (the claim) and data-dependent (sanitised before it is logged)
+        t0 = time.perf_counter()
+        metrics["epsilon_data_independent"] = self.epsilon_spent(0)
+        dd = np.zeros_like(analysis.ORDERS)
+        for i in range(q):
+            if self.sigma1 is not None:
+                dd += analysis.rdp_threshold_data_dependent(o["threshold"], self.sigma1, check_seen[i])
+            if paid[i]:
+                dd += analysis.rdp_data_dependent(analysis.log_q_gnmax(votes[i], self.sigma2), self.sigma2)
+        di = data_independent_rdp(queries=q, answers=int(paid.sum()), sigma1=self.sigma1, sigma2=self.sigma2)
+        dd = np.minimum(dd, di)
+        eps_dd, best_order = rdp_to_epsilon(analysis.ORDERS, dd, spec.delta)
+        k = int(np.argmin(np.abs(analysis.ORDERS - best_order)))
+        ss = smooth_sensitivity(votes, paid, sigma1=self.sigma1, sigma2=self.sigma2,
+                                threshold=o["threshold"] if self.sigma1 is not None else None, order=best_order,
+                                beta_smooth=0.4 / best_order, num_teachers=m, check_votes=check_seen)
+        release = sanitise(float(dd[k]), ss, order=best_order, delta=spec.delta, rng=rng)
+        metrics["epsilon_data_dependent_sanitised"] = release.epsilon
+        metrics["data_dependent_order"] = best_order
+        metrics["smooth_sensitivity"] = ss
+        metrics["sigma_ss"] = release.sigma_ss
+        self._unsanitised = eps_dd  # research only: not logged (publishing it unsanitised would leak)
+        metrics["time_accounting_s"] = time.perf_counter() - t0
+
+        # the student on the answered queries
+        t0 = time.perf_counter()
+        sel = torch.from_numpy(have).to(device)
+        student = self._train_student(prepared, x_q[sel], torch.from_numpy(labels[have]).to(device), g)
+        metrics["time_student_s"] = time.perf_counter() - t0
+        return FitOutput(student, x_eval, y_eval, metrics)
+
+    def _train_student(self, prepared, x: torch.Tensor, y: torch.Tensor, g: torch.Generator) -> nn.Module:
+        model, optimizer = copy.deepcopy(prepared.model), None
+        optimizer = type(prepared.optimizer)(model.parameters(), **prepared.optimizer.defaults)
+        model.train()
+        n = x.shape[0]
+        if n == 0:
+            return model
+        batch = min(32, n)
+        for _ in range(self.options["student_epochs"]):
+            perm = torch.randperm(n, generator=g).to(x.device)
+            for s in range(0, n, batch):
+                idx = perm[s: s + batch]
+                optimizer.zero_grad(set_to_none=True)
+                F.cross_entropy(model(x[idx]), y[idx]).backward()
+                optimizer.step()
+        return model

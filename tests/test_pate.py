@@ -1,0 +1,121 @@
+"""PATE: the analysis against direct computations from the formulas, the teachers' independence, a smoke run."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from inputdp.methods.pate import analysis
+from inputdp.methods.pate.smooth_sensitivity import smooth_sensitivity
+from inputdp.methods.pate.teachers import TeacherEnsemble
+
+ORDERS = np.array([2.0, 3.5, 8.0, 14.0, 20.0, 40.0])
+
+
+def direct_q(votes, sigma):
+    top = max(range(len(votes)), key=lambda i: votes[i])
+    q = 0.5 * sum(math.erfc((votes[top] - votes[i]) / (2 * sigma)) for i in range(len(votes)) if i != top)
+    return min(q, 1 - 1 / len(votes))
+
+
+def direct_dd(q, sigma, lam):
+    """REFERENCE.md §3, term by term, for one order."""
+    di = lam / sigma**2
+    mu2 = sigma * math.sqrt(math.log(1 / q))
+    mu1 = mu2 + 1
+    e1, e2 = mu1 / sigma**2, mu2 / sigma**2
+    if not (mu2 > 1 and lam < mu1 and q < math.exp(-e2)
+            and q <= math.exp((mu2 - 1) * e2) / (mu1 / (mu1 - 1) * mu2 / (mu2 - 1)) ** mu2):
+        return di
+    a = (1 - q) / (1 - (q * math.exp(e2)) ** ((mu2 - 1) / mu2))
+    b = math.exp(e1) / q ** (1 / (mu1 - 1))
+    return min(di, math.log((1 - q) * a ** (lam - 1) + q * b ** (lam - 1)) / (lam - 1))
+
+
+@pytest.mark.parametrize("votes,sigma", [([200, 30, 20, 0], 40.0), ([120, 100, 30], 40.0), ([250, 0, 0], 40.0),
+                                         ([90, 80, 80], 20.0), ([240, 5, 3, 2], 150.0)])
+def test_q_and_data_dependent_bound_against_direct(votes, sigma):
+    v = np.array(votes, dtype=float)
+    logq = analysis.log_q_gnmax(v, sigma)
+    assert math.exp(logq) == pytest.approx(direct_q(votes, sigma), rel=1e-9)
+    ours = analysis.rdp_data_dependent(logq, sigma, ORDERS)
+    for lam, value in zip(ORDERS, ours):
+        assert value == pytest.approx(direct_dd(math.exp(logq), sigma, lam), rel=1e-6, abs=1e-12)
+    assert np.all(ours <= analysis.rdp_gnmax_data_independent(sigma, ORDERS) + 1e-12)
+
+
+def test_strong_consensus_costs_less():
+    costs = [analysis.rdp_data_dependent(analysis.log_q_gnmax(np.array([250 - k, k, 0.0]), 40.0), 40.0,
+                                         np.array([10.0]))[0] for k in (0, 30, 60, 90, 120)]
+    assert all(a <= b for a, b in zip(costs, costs[1:])) and costs[0] < 0.01 * costs[-1]
+
+
+def test_threshold_costs():
+    assert analysis.rdp_threshold_data_independent(150.0, np.array([7.0]))[0] == pytest.approx(7 / (2 * 150**2))
+    dep = analysis.rdp_threshold_data_dependent(200.0, 150.0, 250.0, ORDERS)
+    assert np.all(dep <= analysis.rdp_threshold_data_independent(150.0, ORDERS) + 1e-12)
+
+
+def test_local_sensitivity_bound_covers_real_neighbours():
+    """Moving one teacher's vote in every query changes the data-dependent total by at most the bound."""
+    rng = np.random.default_rng(0)
+    m, k, sigma1, sigma2, thr, lam = 250, 10, 150.0, 40.0, 200.0, 14.0
+    votes = np.stack([rng.multinomial(m, rng.dirichlet(np.full(k, 0.1))) for _ in range(60)]).astype(float)
+    answered = rng.random(60) < 0.5
+
+    def total(v):
+        out = 0.0
+        for i in range(len(v)):
+            out += analysis.rdp_threshold_data_dependent(thr, sigma1, v[i].max(), np.array([lam]))[0]
+            if answered[i]:
+                out += analysis.rdp_data_dependent(analysis.log_q_gnmax(v[i], sigma2), sigma2, np.array([lam]))[0]
+        return out
+
+    ls0 = smooth_sensitivity(votes, answered, sigma1=sigma1, sigma2=sigma2, threshold=thr, order=lam,
+                             beta_smooth=1e9, num_teachers=m)  # a huge beta keeps only d = 0: the local bound
+    base = total(votes)
+    for _ in range(30):
+        moved = votes.copy()
+        for i in range(len(moved)):
+            src = rng.choice(np.flatnonzero(moved[i] > 0))
+            moved[i, src] -= 1
+            moved[i, rng.integers(k)] += 1
+        assert abs(total(moved) - base) <= ls0 + 1e-9
+    ss = smooth_sensitivity(votes, answered, sigma1=sigma1, sigma2=sigma2, threshold=thr, order=lam,
+                            beta_smooth=0.4 / lam, num_teachers=m)
+    assert ss >= ls0
+
+
+def test_teachers_do_not_share_gradients():
+    torch.manual_seed(0)
+    ens = TeacherEnsemble(3, 1, 28, 10, width=4)
+    x = torch.randn(5, 3, 1, 28, 28)
+    y = torch.randint(0, 10, (5, 3))
+    logits = ens(x)
+    logits[:, 1].sum().backward()  # teacher 1's output only
+    w = ens.conv1.weight.grad.view(3, -1)
+    assert float(w[0].abs().sum()) == 0 and float(w[2].abs().sum()) == 0 and float(w[1].abs().sum()) > 0
+    assert float(ens.fc1_w.grad[0].abs().sum()) == 0 and float(ens.fc1_w.grad[1].abs().sum()) > 0
+    # the grouped forward equals each teacher run alone on its own slot
+    with torch.no_grad():
+        alone = ens(x[:, 1:2].expand(-1, 3, -1, -1, -1))[:, 1]
+        assert torch.allclose(alone, ens(x)[:, 1], atol=1e-5)
+    assert y.shape == (5, 3)
+
+
+def test_pate_smoke_run(shared_data):
+    from inputdp.benchmarks.config import PerfFlags
+    from inputdp.benchmarks.harness import run
+
+    from .helpers import smoke_config
+
+    result = run(smoke_config("pate", shared_data, epsilon=8.0), PerfFlags(device="cpu", progress=False))
+    m = result.metrics
+    for key in ("teacher_count", "teacher_mean_accuracy", "queries_asked", "queries_answered",
+                "epsilon_data_independent", "epsilon_data_dependent_sanitised", "time_teachers_s", "time_student_s"):
+        assert key in m
+    assert m["final_epsilon_spent"] <= 8.0 and m["teacher_count"] == 10 and m["eval_examples"] == 200
+    assert result.claim.needs_public_data and result.claim.protects == "inputs and labels"

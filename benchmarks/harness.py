@@ -224,7 +224,7 @@ def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunRes
                     "epsilon_spent": spent})
     callback.on_epoch(2, history[-1])
     final = {
-        "final_test_accuracy": test_acc, "final_train_accuracy": float("nan"), "warmup_epoch_time_s": elapsed,
+        "final_test_accuracy": test_acc, "warmup_epoch_time_s": elapsed,
         "mean_epoch_time_s": elapsed, "median_epoch_time_s": elapsed, "total_train_time_s": elapsed,
         "calibration_seconds": p.calibration_seconds, "peak_memory_mb": memory.peak_mb,
         "final_epsilon_spent": spent, "epsilon_target": config.privacy.epsilon, "epochs": 1, "total_steps": 0,

@@ -82,10 +82,11 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
     privacy = PrivacySpec(epsilon=epsilon, delta=o.delta if o.delta is not None else s.delta,
                           sampling_rate=q, steps=steps)
     options = {**s.method_options.get(method, {}), **o.method_options.get(method, {})}
+    own = s.method_settings.get(method, {})
     return RunConfig(
         method=method, dataset=dataset, model=o.model or s.model, privacy=privacy, method_options=options,
-        optimizer=o.optimizer or "sgd", lr=o.lr if o.lr is not None else s.lr,
-        momentum=o.momentum if o.momentum is not None else s.momentum, seed=seed, preset=preset,
+        optimizer=o.optimizer or own.get("optimizer", "sgd"), lr=o.lr if o.lr is not None else own.get("lr", s.lr),
+        momentum=o.momentum if o.momentum is not None else own.get("momentum", s.momentum), seed=seed, preset=preset,
         augment=s.augment, norm=o.norm or "auto",
         model_width=o.model_width if o.model_width is not None else s.model_width,
         train_examples=o.train_examples if o.train_examples is not None else s.train_examples,

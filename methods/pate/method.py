@@ -110,6 +110,9 @@ class PATE(Method):
             self.sigma1 *= scale
         self.sigma2 *= scale
         eps, order = self._eps_di(1.0, spec.delta)
+        if eps > spec.epsilon * (1 + 1e-9):
+            raise ConfigError(f"epsilon={spec.epsilon:g} is below what these sigmas guarantee with calibrate=false: "
+                              f"the data-independent bound is {eps:.4g} (raise the target or calibrate=true)")
         self.spec = spec
         noise = {"sigma2": self.sigma2, **({"sigma1": self.sigma1} if self.sigma1 is not None else {})}
         self.calibration = Calibration(noise=noise, epsilon=eps, order=order, seconds=time.perf_counter() - t0,

@@ -100,3 +100,39 @@ def test_harness_overhead(benchmark, figures):
     benchmark.extra_info["epoch_s"] = epoch
     benchmark.extra_info["sum_of_steps_s"] = step_total[0]
     _gate(figures, "harness_overhead")
+
+
+def test_pate_teacher_throughput(benchmark, printed):
+    """Teacher-ensemble training: the grouped ensemble against the same teachers trained one after another."""
+    import torch
+
+    from inputdp.benchmarks.models import build_model
+    from inputdp.methods.pate.teachers import train_teachers
+
+    m, n = 50, 240
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(m, n, 1, 28, 28, generator=g)
+    y = torch.randint(0, 10, (m, n), generator=g)
+
+    def grouped():
+        train_teachers(x, y, num_classes=10, width=8, epochs=1, batch_size=32, lr=0.05, momentum=0.9,
+                       generator=torch.Generator().manual_seed(1))
+
+    benchmark.pedantic(grouped, rounds=3, iterations=1)
+    grouped_s = benchmark.stats.stats.median
+
+    def one_by_one():
+        for t in range(m):
+            model = build_model("small_cnn", num_classes=10, channels=1, size=28, norm="none", width=8)
+            opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+            for s in range(0, n, 32):
+                opt.zero_grad()
+                torch.nn.functional.cross_entropy(model(x[t, s: s + 32]), y[t, s: s + 32]).backward()
+                opt.step()
+
+    t0 = time.perf_counter()
+    one_by_one()
+    sequential_s = time.perf_counter() - t0
+    printed["pate_teacher_examples_per_s (grouped ensemble)"] = m * n / grouped_s
+    printed["pate_teacher_speedup (grouped / one teacher at a time)"] = sequential_s / grouped_s
+    benchmark.extra_info["examples_per_s"] = m * n / grouped_s

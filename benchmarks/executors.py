@@ -11,6 +11,7 @@ locked"), so they refuse a bare sqlite or file URI.
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,15 @@ def mark_unfinished_failed(config: RunConfig, tracking_uri: str, experiment: str
         return claim_configuration(MLflowTracker(tracking_uri, experiment), config)[1]
     except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then
         return 0
+
+
+def _result_or_failure(get, config: RunConfig, tracking_uri: str, experiment: str) -> RunSummary:
+    """A remote run's summary, or, if its worker died, a failure (its run marked FAILED; the sweep goes on)."""
+    try:
+        return get()
+    except Exception as err:  # noqa: BLE001 - a dead worker or job: the store keeps what finished
+        marked = mark_unfinished_failed(config, tracking_uri, experiment)
+        return RunSummary(config, "failed", marked_failed=marked, error=" ".join(str(err).split())[:300])
 
 
 class _Distributed:
@@ -114,11 +124,7 @@ class RayExecutor(_Distributed):
                 done, _ = ray.wait(list(pending), num_returns=1)
                 ref = done[0]
                 config = pending.pop(ref)
-                try:
-                    yield ray.get(ref)
-                except Exception as err:  # noqa: BLE001 - a dead worker: the store keeps the run, the sweep goes on
-                    marked = mark_unfinished_failed(config, tracking_uri, experiment)
-                    yield RunSummary(config, "failed", marked_failed=marked, error=" ".join(str(err).split())[:300])
+                yield _result_or_failure(functools.partial(ray.get, ref), config, tracking_uri, experiment)
                 if bar is not None:
                     bar.update(1)
             if bar is not None:
@@ -158,11 +164,7 @@ class SubmititExecutor(_Distributed):
                             [skip_finished] * n, [perf.threads or self.cpus_per_run] * n)
         bar = _progress(n, perf.progress, "sweep (submitit)")
         for job, config in zip(jobs, configs):
-            try:
-                yield job.result()
-            except Exception as err:  # noqa: BLE001
-                marked = mark_unfinished_failed(config, tracking_uri, experiment)
-                yield RunSummary(config, "failed", marked_failed=marked, error=" ".join(str(err).split())[:300])
+            yield _result_or_failure(job.result, config, tracking_uri, experiment)
             if bar is not None:
                 bar.update(1)
         if bar is not None:

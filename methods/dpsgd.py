@@ -7,57 +7,33 @@ from Opacus' ``get_noise_multiplier`` (RDP or PRV accountant) for the matched (e
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
 
-from .base import Calibration, Method, PrivacyClaim, TrainingSetup
-from .gaussian_accounting import ACCOUNTANTS, gaussian_epsilon, noise_multiplier_for
+from .base import PrivacyClaim, TrainingSetup
+from .gaussian_accounting import SubsampledGaussianMethod
 
 GRAD_SAMPLE_MODES = ("auto", "hooks", "functorch", "ghost")
 #: The fastest valid mode per model, measured with `bench speed` on this project's CPU machine (README, Performance).
 FASTEST_MODE = {"small_cnn": "ghost", "resnet18": "hooks", "resnet9": "hooks", "inception_simple": "hooks"}
 
 
-class DPSGD(Method):
+class DPSGD(SubsampledGaussianMethod):
     name = "dpsgd"
     option_defaults = {"max_grad_norm": 1.0, "accountant": "rdp", "grad_sample_mode": "auto"}
 
     def __init__(self, **options: Any):
         super().__init__(**options)
-        c = self.options["max_grad_norm"]
-        if not (isinstance(c, (int, float)) and c > 0):
-            raise ConfigError(f"max_grad_norm={c!r} is not allowed: the clipping norm must be > 0")
-        if self.options["accountant"] not in ACCOUNTANTS:
-            raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose rdp or prv")
         if self.options["grad_sample_mode"] not in GRAD_SAMPLE_MODES:
             raise ConfigError(f"grad_sample_mode={self.options['grad_sample_mode']!r} is not allowed: choose one of "
                               f"{', '.join(GRAD_SAMPLE_MODES)}")
         self.mode: str | None = None
         self._criterion = None
-
-    def calibrate(self, spec: PrivacySpec) -> Calibration:
-        t0 = time.perf_counter()
-        try:
-            sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                                         steps=spec.steps, accountant=self.options["accountant"])
-        except ValueError as err:
-            raise ConfigError(f"epsilon={spec.epsilon:g} cannot be reached by DP-SGD at q={spec.sampling_rate:g}, "
-                              f"T={spec.steps}: {err}") from None
-        seconds = time.perf_counter() - t0
-        self.spec = spec
-        eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                               steps=spec.steps, accountant=self.options["accountant"])
-        self.calibration = Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, seconds=seconds,
-                                       details={"accountant": self.options["accountant"],
-                                                "max_grad_norm": self.options["max_grad_norm"]})
-        return self.calibration
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
@@ -67,13 +43,6 @@ class DPSGD(Method):
             epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
             scope="every iterate of the model parameters (each example's input and label, add/remove one example)",
         )
-
-    def epsilon_spent(self, steps_done: int) -> float:
-        spec, cal = self._need_calibration()
-        if steps_done <= 0:
-            return 0.0
-        return gaussian_epsilon(noise_multiplier=cal.noise["noise_multiplier"], delta=spec.delta,
-                                sampling_rate=spec.sampling_rate, steps=steps_done, accountant=self.options["accountant"])
 
     def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup):
         from opacus.grad_sample.utils import prepare_module

@@ -23,17 +23,13 @@ the trained parameters are not covered by it: the audit measures what they leak.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import torch
 import torch.nn.functional as F
 
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
-
-from .base import Calibration, Method, PrivacyClaim, TrainingSetup
-from .gaussian_accounting import ACCOUNTANTS, gaussian_epsilon, noise_multiplier_for
+from .base import PrivacyClaim, TrainingSetup
+from .gaussian_accounting import SubsampledGaussianMethod
 
 
 def clip_rows(h: torch.Tensor, clip_norm: float) -> torch.Tensor:
@@ -42,39 +38,14 @@ def clip_rows(h: torch.Tensor, clip_norm: float) -> torch.Tensor:
     return h * torch.clamp(clip_norm / (norms + 1e-12), max=1.0)
 
 
-class GaussianPenultimate(Method):
+class GaussianPenultimate(SubsampledGaussianMethod):
     name = "gaussian_penultimate"
+    clip_option = "clip_norm"
     option_defaults = {"clip_norm": 1.0, "accountant": "rdp"}
 
     def __init__(self, **options: Any):
         super().__init__(**options)
-        c = self.options["clip_norm"]
-        if not (isinstance(c, (int, float)) and c > 0 and math.isfinite(c)):
-            raise ConfigError(f"clip_norm={c!r} is not allowed: the clipping norm must be a finite number > 0")
-        if self.options["accountant"] not in ACCOUNTANTS:
-            raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose rdp or prv")
         self.feature_dim: int | None = None
-
-    @property
-    def sigma(self) -> float:
-        return self._need_calibration()[1].noise["noise_multiplier"]
-
-    def calibrate(self, spec: PrivacySpec) -> Calibration:
-        t0 = time.perf_counter()
-        try:
-            sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                                         steps=spec.steps, accountant=self.options["accountant"])
-        except ValueError as err:
-            raise ConfigError(f"epsilon={spec.epsilon:g} cannot be reached at q={spec.sampling_rate:g}, "
-                              f"T={spec.steps}: {err}") from None
-        seconds = time.perf_counter() - t0
-        self.spec = spec
-        eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                               steps=spec.steps, accountant=self.options["accountant"])
-        self.calibration = Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, seconds=seconds,
-                                       details={"clip_norm": self.options["clip_norm"],
-                                                "accountant": self.options["accountant"]})
-        return self.calibration
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
@@ -86,13 +57,6 @@ class GaussianPenultimate(Method):
                    "public); the feature extractor is trained through the clean network at the private input, "
                    "which the guarantee does not cover: the audit measures that leakage"),
         )
-
-    def epsilon_spent(self, steps_done: int) -> float:
-        spec, cal = self._need_calibration()
-        if steps_done <= 0:
-            return 0.0
-        return gaussian_epsilon(noise_multiplier=cal.noise["noise_multiplier"], delta=spec.delta,
-                                sampling_rate=spec.sampling_rate, steps=steps_done, accountant=self.options["accountant"])
 
     def prepare(self, model, optimizer, setup: TrainingSetup):
         self.feature_dim = int(model.feature_dim)

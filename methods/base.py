@@ -57,6 +57,16 @@ class PrivacyClaim:
         }
 
 
+@dataclass
+class FitOutput:
+    """What an own-loop method hands back: the model and the held-out data it must be evaluated on."""
+
+    model: nn.Module
+    x_eval: torch.Tensor
+    y_eval: torch.Tensor
+    metrics: dict[str, float] = field(default_factory=dict)
+
+
 @dataclass(frozen=True, kw_only=True)
 class TrainingSetup:
     """What a method may know about the run when it prepares the model and optimizer."""
@@ -129,8 +139,9 @@ class Method(ABC):
     #: methods whose shape is not one step per Poisson batch (PATE) set this and implement ``fit``
     own_loop: ClassVar[bool] = False
 
-    def fit(self, context: Any, report: Callable[..., None]) -> nn.Module:  # pragma: no cover - PATE only
-        raise NotImplementedError
+    def fit(self, prepared: Any, report: Callable[[int, dict[str, float]], None]) -> FitOutput:
+        """The method's own loop: train from the harness's prepared run, return what to evaluate where."""
+        raise NotImplementedError(f"method {self.name!r} trains per step; it has no own loop")
 
     # --- helpers -------------------------------------------------------------------------------------------
     def _need_calibration(self) -> tuple[PrivacySpec, Calibration]:

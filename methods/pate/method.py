@@ -21,7 +21,6 @@ from __future__ import annotations
 import copy
 import math
 import time
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,21 +32,13 @@ from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
 
 from ..accounting import InfeasibleTarget, rdp_to_epsilon
-from ..base import Calibration, Method, PrivacyClaim
+from ..base import Calibration, FitOutput, Method, PrivacyClaim
 from . import aggregators, analysis
 from .smooth_sensitivity import sanitise, smooth_sensitivity
 from .teachers import train_teachers
 
 AGGREGATORS = ("gnmax", "confident", "interactive")
 PUBLIC_SPLIT_SEED = 4242
-
-
-@dataclass
-class FitOutput:
-    model: nn.Module
-    x_eval: torch.Tensor
-    y_eval: torch.Tensor
-    metrics: dict[str, float] = field(default_factory=dict)
 
 
 def data_independent_rdp(*, queries: int, answers: int, sigma1: float | None, sigma2: float) -> np.ndarray:

@@ -74,8 +74,12 @@ def epsilon_lower_bound(*, r: int, v: int, m: int, delta: float, beta: float) ->
 
 
 def k_grid(m: int) -> list[int]:
-    """Guess counts tried (k "in" and k "out" guesses each)."""
-    return sorted({k for k in (5, 10, 20, 50, 100, 200, m // 4) if 1 <= k <= m // 2})
+    """Guess counts tried (k "in" and k "out" guesses each): 5% to 50% of the canaries.
+
+    Small k cannot give a large bound (the ceiling grows with the number of guesses) and only costs correction,
+    so the grid starts at m/20 and ends with a guess for every canary.
+    """
+    return sorted({k for k in (m // 20, m // 10, 3 * m // 20, m // 5, 3 * m // 10, 2 * m // 5, m // 2) if k >= 1})
 
 
 @dataclass

@@ -41,7 +41,7 @@ def test_bound_properties():
     assert lbs[0] == 0.0 and all(a <= b for a, b in zip(lbs, lbs[1:])) and lbs[-1] > 2.5
     lb = epsilon_lower_bound(r=100, v=90, m=1000, delta=1e-5, beta=0.05)
     assert p_value(lb, r=100, v=90, m=1000, delta=1e-5) < 0.05 <= p_value(lb + 1e-6, r=100, v=90, m=1000, delta=1e-5)
-    assert k_grid(1000) == [5, 10, 20, 50, 100, 200, 250]
+    assert k_grid(1000) == [50, 100, 150, 200, 300, 400, 500] and k_grid(200) == [10, 20, 30, 40, 60, 80, 100]
 
 
 def test_canaries_are_recorded_and_kept_out_of_the_base(shared_data):

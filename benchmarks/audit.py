@@ -261,7 +261,13 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
                                 train_examples=config.train_examples, test_examples=config.test_examples)
     made = make_canaries(canary_kind, data, canaries, config.seed)
     result = run(config, perf, tracker, data=with_canaries(made), keep_model=True)
-    model = result.model
+    # score on a plain copy of the trained model: a method's wrapper (Opacus' per-sample hooks) stays out
+    from .models import build_model
+
+    info = data.info
+    model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
+                        norm=result.norm, width=config.model_width).to(made.x.device)
+    model.load_state_dict(result.model.state_dict())
     values: dict[str, np.ndarray] = {}
     values.update(black_box_scores(model, made.x, made.y))
     if any(s not in BLACK_BOX for s in scores):

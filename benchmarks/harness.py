@@ -106,7 +106,8 @@ class Prepared:
     initial_state: dict[str, torch.Tensor] | None = None
 
 
-def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None) -> Prepared:
+def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None, *,
+            keep_initial: bool = False) -> Prepared:
     perf = perf or PerfFlags()
     device = perf.resolve_device()
     if perf.threads:
@@ -125,7 +126,8 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     info = data.info
     model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
                         norm=norm, width=config.model_width).to(device)
-    initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()}
+    # the untrained parameters, only when asked (the audit's white-box scores): a copy of the whole model
+    initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()} if keep_initial else None
     lr, lr_info = method.learning_rate(config.lr)
     optimizer = make_optimizer(config, model.parameters(), lr)
     setup = TrainingSetup(spec=config.privacy, train_size=data.train_size, num_classes=info.num_classes,
@@ -172,7 +174,7 @@ def run(
     """Train and evaluate one configuration. ``callback`` receives params, per-epoch and final metrics."""
     perf = perf or PerfFlags()
     callback = callback or _NullCallback()
-    p = prepare(config, perf, data)
+    p = prepare(config, perf, data, keep_initial=keep_model)
     params, tags = _params_and_tags(p)
     callback.on_start(config, params, tags)
     try:

@@ -9,7 +9,6 @@ It never imports the tracker, never samples batches, never times itself.
 
 from __future__ import annotations
 
-import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -149,6 +148,3 @@ class Method(ABC):
             raise RuntimeError(f"method {self.name!r} used before calibrate()")
         return self.spec, self.calibration
 
-
-def infinite() -> float:
-    return math.inf

@@ -187,10 +187,12 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     raw = board.drop(columns=["match_key"], errors="ignore")
     raw.to_csv(csv, index=False)
     plots: list[Path] = []
-    for dataset in sorted(board["dataset"].dropna().unique()) if not board.empty else []:
-        sub = board[board["dataset"] == dataset]
-        plots.append(accuracy_vs_epsilon(sub, out / f"accuracy_vs_epsilon_{dataset}.png", dataset))
-        plots.append(epoch_time_bars(sub, out / f"epoch_time_{dataset}.png", dataset))
+    # one pair of plots per (data set, preset): runs of different presets are never drawn on one line
+    pairs = sorted(board[["dataset", "preset"]].dropna().drop_duplicates().itertuples(index=False)) if not board.empty else []
+    for dataset, preset in pairs:
+        sub = board[(board["dataset"] == dataset) & (board["preset"] == preset)]
+        plots.append(accuracy_vs_epsilon(sub, out / f"accuracy_vs_epsilon_{dataset}_{preset}.png", dataset))
+        plots.append(epoch_time_bars(sub, out / f"epoch_time_{dataset}_{preset}.png", dataset))
     md = out / "leaderboard.md"
     lines = [f"# {title}", ""]
     if stamp:

@@ -129,6 +129,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_aud.add_argument("--preset", default="cpu")
     p_aud.add_argument("--canaries", type=int, default=1000)
     p_aud.add_argument("--canary-kind", default="random_pattern", help="mislabeled | random_pattern | blank_patch")
+    p_aud.add_argument("--pattern-scale", type=float, default=None,
+                       help="random_pattern canaries: pixel spread as a multiple of the data's (default 2)")
     p_aud.add_argument("--score", default="all", help="all, or one of loss, margin, gradient_alignment, "
                                                        "first_layer_projection")
     p_aud.add_argument("--seed", type=int, default=0)
@@ -174,7 +176,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from .audit import SCORES, audit
+    from .audit import CANARY_KINDS, PATTERN_SCALE, SCORES, audit
     from .config import PerfFlags
     from .sweep import Overrides, build_config, resolve_methods
     from .tracking import MLflowTracker
@@ -184,14 +186,25 @@ def cmd_audit(args: argparse.Namespace) -> int:
                           seed=args.seed, overrides=Overrides(epochs=args.epochs, data_dir=args.data_dir,
                                                               method_options=parse_options(args.option, [method])))
     scores = SCORES if args.score == "all" else (args.score,)
+    scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
+    # every audit argument is checked before any data is read or any run is opened
+    if args.score != "all" and args.score not in SCORES:
+        raise ConfigError(f"--score {args.score!r} is not allowed: choose all or one of {', '.join(SCORES)}")
+    if args.canary_kind not in CANARY_KINDS:
+        raise ConfigError(f"--canary-kind {args.canary_kind!r} is not allowed: choose one of {', '.join(CANARY_KINDS)}")
+    if not (math.isfinite(scale) and scale > 0):
+        raise ConfigError(f"--pattern-scale {scale!r} is not allowed: it must be a finite number > 0")
+    if args.canaries < 2:
+        raise ConfigError(f"--canaries {args.canaries!r} is not allowed: it must be an integer >= 2")
     tracker = None
     if not args.no_track:
         tracker = MLflowTracker(args.tracking_uri, args.experiment, extra_tags={
             "kind": "audit", "audit_of_match_key": config.match_key(),
-            "config_key": f"audit:{config.key()}:{args.canary_kind}:{args.canaries}"})
+            "config_key": f"audit:{config.key()}:{args.canary_kind}:{args.canaries}:{scale:g}",
+            "pattern_scale": f"{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)
     result = audit(config, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,
-                   tracker=tracker)
+                   tracker=tracker, pattern_scale=scale)
     if args.json:
         print(json.dumps(result.as_json()))
         return 0

@@ -12,6 +12,7 @@ import torch
 
 from inputdp.benchmarks.audit import audit, epsilon_lower_bound, k_grid, make_canaries, p_value
 from inputdp.benchmarks.config import PerfFlags
+from inputdp.benchmarks.errors import ConfigError
 from inputdp.methods.dirichlet_softmax import dirichlet_nll
 
 from .helpers import smoke_config
@@ -53,6 +54,15 @@ def test_canaries_are_recorded_and_kept_out_of_the_base(shared_data):
     for kind in ("random_pattern", "blank_patch"):
         c = make_canaries(kind, data, 50, seed=3)
         assert c.x.shape == (50, 1, 28, 28) and c.base.train_size == 1000
+    # random patterns: pixel spread = pattern_scale x the data's (2 x by default), same draw otherwise
+    spread = float(data.x_train.std())
+    c2 = make_canaries("random_pattern", data, 400, seed=3)
+    c1 = make_canaries("random_pattern", data, 400, seed=3, pattern_scale=1.0)
+    assert float(c2.x.std()) == pytest.approx(2 * spread, rel=0.01)
+    assert torch.allclose(c2.x, 2 * c1.x) and torch.equal(c2.y, c1.y) and (c2.included == c1.included).all()
+    for bad in (0.0, -1.0, float("inf"), float("nan")):
+        with pytest.raises(ConfigError, match="pattern_scale"):
+            make_canaries("random_pattern", data, 50, seed=3, pattern_scale=bad)
 
 
 @pytest.mark.slow

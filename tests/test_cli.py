@@ -41,6 +41,11 @@ BAD = [
     (["calibrate", "--method", "dirichlet_softmax", "--epsilon", "0.1", "--delta", "1e-5", "--sampling-rate",
       "0.005", "--steps", "20000"], "smallest feasible epsilon"),
     (["run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--option", "alpha=-1"], "alpha"),
+    (["audit", "--method", "dpsgd", "--dataset", "mnist", "--canary-kind", "glitter"], "glitter"),
+    (["audit", "--method", "dpsgd", "--dataset", "mnist", "--pattern-scale", "0"], "--pattern-scale"),
+    (["audit", "--method", "dpsgd", "--dataset", "mnist", "--score", "vibes"], "vibes"),
+    (["audit", "--method", "dpsgd", "--dataset", "mnist", "--canaries", "1"], "--canaries"),
+    (["audit", "--method", "sgd", "--dataset", "mnist"], "sgd"),
 ]
 
 

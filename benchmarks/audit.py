@@ -30,14 +30,16 @@ from .errors import ConfigError
 from .harness import run
 
 CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch")
-SCORES = ("loss", "margin", "gradient_alignment", "first_layer_projection")
-BLACK_BOX = ("loss", "margin")
+SCORES = ("loss", "margin", "reference_rank", "gradient_alignment", "first_layer_projection")
+BLACK_BOX = ("loss", "margin", "reference_rank")
 BETA = 0.05
 #: random-pattern canaries: pixel spread as a multiple of the training data's. Measured on MNIST (cpu preset,
-#: non-private, m = 1000, loss score): at 1x the model half-fits them (median p_y 0.44 when in; bound 2.52), at
-#: 2x it fits most (bounds 3.13 / 3.56 / 3.24 over seeds 0-2), at 3x 2.94, while at 4x (1.68) and 6x or 10x (0.0)
-#: it learns to answer near-uniformly for any noise image and memorises almost none.
+#: non-private, m = 1000, seed 0, loss score, 28 tests): 1x 2.52 (the model half-fits them: median p_y 0.44 when
+#: in), 1.5x 2.89, 2x 3.13 (seeds 1, 2: 3.56, 3.24), 2.5x 2.94, 3x 2.94, 4x 1.68, 6x 0.09, 10x 0.00: from 4x on
+#: the model learns to answer near-uniformly for any noise image and memorises almost none.
 PATTERN_SCALE = 2.0
+#: fresh canaries per audit that no run trains on: the null population of the ``reference_rank`` score
+REFERENCE_SIZE = 5000
 
 
 # --- the statistics ------------------------------------------------------------------------------------------
@@ -122,13 +124,38 @@ class Canaries:
     included: np.ndarray
     kind: str
     base: TensorData = field(repr=False)  # the training data without any canary
+    #: fresh canaries of the same kind and recipe that no training run sees: the null population of the
+    #: ``reference_rank`` score (drawn from their own generator, independent of the inclusion coins)
+    x_ref: torch.Tensor | None = field(default=None, repr=False)
+    y_ref: torch.Tensor | None = field(default=None, repr=False)
 
 
-def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_scale: float = PATTERN_SCALE) -> Canaries:
-    """m canaries of a kind, and the training data they are added to.
+def _synthetic(kind: str, data: TensorData, n: int, g: torch.Generator,
+               pattern_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
+    """n input-space canaries (inputs, labels) of a synthetic kind, drawn from ``g``."""
+    c = data.info.num_classes
+    device = data.x_train.device
+    if kind == "random_pattern":
+        spread = float(data.x_train.std())
+        x = (pattern_scale * spread * torch.randn((n, *data.shape), generator=g)).to(device)
+        return x, torch.randint(0, c, (n,), generator=g).to(device)
+    ch, h, w = data.shape
+    size = max(3, h // 4)
+    x = torch.full((n, ch, h, w), float(data.x_train.min()), device=device)
+    rows = torch.randint(0, h - size + 1, (n,), generator=g)
+    cols = torch.randint(0, w - size + 1, (n,), generator=g)
+    for i in range(n):
+        x[i, :, rows[i]: rows[i] + size, cols[i]: cols[i] + size] = float(data.x_train.max())
+    return x, torch.randint(0, c, (n,), generator=g).to(device)
+
+
+def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_scale: float = PATTERN_SCALE,
+                  reference: int = REFERENCE_SIZE) -> Canaries:
+    """m canaries of a kind, the training data they are added to, and a reference set of the same kind.
 
     - ``mislabeled``: m real training images removed from the training set and given a wrong label (the
       classic black-box canary; a loss that scales its gradient with s_y may simply refuse to fit them);
+      the reference: test images given a wrong label by the same rule;
     - ``random_pattern``: i.i.d. Gaussian pixel images (far from the data) with ``pattern_scale`` times the
       training pixels' standard deviation, each with a fixed random label;
     - ``blank_patch``: a blank image with one bright random square patch, a fixed random label.
@@ -149,21 +176,18 @@ def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_sca
         x = data.x_train[take]
         y = (data.y_train[take] + torch.randint(1, c, (m,), generator=g).to(device)) % c
         base = TensorData(data.info, data.x_train[keep], data.y_train[keep], data.x_test, data.y_test)
-    elif kind == "random_pattern":
-        spread = float(data.x_train.std())
-        x = (pattern_scale * spread * torch.randn((m, *data.shape), generator=g)).to(device)
-        y = torch.randint(0, c, (m,), generator=g).to(device)
     else:
-        ch, h, w = data.shape
-        size = max(3, h // 4)
-        x = torch.full((m, ch, h, w), float(data.x_train.min()), device=device)
-        rows = torch.randint(0, h - size + 1, (m,), generator=g)
-        cols = torch.randint(0, w - size + 1, (m,), generator=g)
-        for i in range(m):
-            x[i, :, rows[i]: rows[i] + size, cols[i]: cols[i] + size] = float(data.x_train.max())
-        y = torch.randint(0, c, (m,), generator=g).to(device)
+        x, y = _synthetic(kind, data, m, g, pattern_scale)
     included = (torch.rand(m, generator=g) < 0.5).numpy()
-    return Canaries(x, y, included, kind, base)
+    gr = torch.Generator().manual_seed(20_000 + seed)
+    if kind == "mislabeled":
+        n = min(reference, data.x_test.shape[0])
+        idx = torch.randperm(data.x_test.shape[0], generator=gr)[:n].to(device)
+        x_ref = data.x_test[idx]
+        y_ref = (data.y_test[idx] + torch.randint(1, c, (n,), generator=gr).to(device)) % c
+    else:
+        x_ref, y_ref = _synthetic(kind, data, reference, gr, pattern_scale)
+    return Canaries(x, y, included, kind, base, x_ref, y_ref)
 
 
 def with_canaries(canaries: Canaries) -> TensorData:
@@ -182,13 +206,45 @@ def _first_weight(model: nn.Module) -> tuple[str, nn.Module]:
 
 
 @torch.no_grad()
-def black_box_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> dict[str, np.ndarray]:
+def _logits(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
     model.eval()
-    logits = torch.cat([model(x[i: i + 500]) for i in range(0, x.shape[0], 500)])
-    loss = F.cross_entropy(logits, y, reduction="none")
+    return torch.cat([model(x[i: i + 500]) for i in range(0, x.shape[0], 500)])
+
+
+def _margin(logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     true = logits.gather(1, y.view(-1, 1)).squeeze(1)
-    other = logits.scatter(1, y.view(-1, 1), float("-inf")).max(1).values
-    return {"loss": (-loss).cpu().numpy(), "margin": (true - other).cpu().numpy()}
+    return true - logits.scatter(1, y.view(-1, 1), float("-inf")).max(1).values
+
+
+@torch.no_grad()
+def black_box_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, x_ref: torch.Tensor | None = None,
+                     y_ref: torch.Tensor | None = None) -> dict[str, np.ndarray]:
+    """Scores from the model's outputs alone.
+
+    - ``loss``: minus the cross-entropy of the canary's label;
+    - ``margin``: the label's logit minus the largest other logit;
+    - ``reference_rank`` (with a reference set): the canary's probability of its label, ranked among the same
+      probability for the fresh reference canaries that carry the same label (never trained on, so they show
+      what the model answers for an unseen canary of that label); ties beyond the reference broken by margin.
+      It discounts the canaries an unseen input of their kind would already be given (a model that sends most
+      noise images to one class), which raw loss counts as memorised.
+    """
+    logits = _logits(model, x)
+    loss = F.cross_entropy(logits, y, reduction="none")
+    margin = _margin(logits, y)
+    out = {"loss": (-loss).cpu().numpy(), "margin": margin.cpu().numpy()}
+    if x_ref is not None and y_ref is not None:
+        p_y = F.softmax(logits.double(), 1).gather(1, y.view(-1, 1)).squeeze(1).cpu().numpy()
+        p_ref = F.softmax(_logits(model, x_ref).double(), 1).cpu().numpy()
+        y_np, y_ref_np = y.cpu().numpy(), y_ref.cpu().numpy()
+        tiebreak = (np.argsort(np.argsort(margin.cpu().numpy(), kind="stable"), kind="stable") + 1) / (len(y_np) + 1)
+        rank = np.empty(len(y_np))
+        for c in np.unique(y_np):
+            null = np.sort(p_ref[y_ref_np == c, c])
+            sel = y_np == c
+            rank[sel] = (np.searchsorted(null, p_y[sel], side="left") + tiebreak[sel]) / (len(null) + 1)
+        out["reference_rank"] = rank
+    return out
 
 
 def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x: torch.Tensor,
@@ -278,7 +334,7 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
                         norm=result.norm, width=config.model_width).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
     values: dict[str, np.ndarray] = {}
-    values.update(black_box_scores(model, made.x, made.y))
+    values.update(black_box_scores(model, made.x, made.y, made.x_ref, made.y_ref))
     if any(s not in BLACK_BOX for s in scores):
         values.update(white_box_scores(model, result.initial_state, made.x, made.y))
     n_tests = len(scores) * len(k_grid(canaries))

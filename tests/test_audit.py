@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from inputdp.benchmarks.audit import audit, epsilon_lower_bound, k_grid, make_canaries, p_value
+from inputdp.benchmarks.audit import audit, black_box_scores, epsilon_lower_bound, k_grid, make_canaries, p_value
 from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.errors import ConfigError
 from inputdp.methods.dirichlet_softmax import dirichlet_nll
@@ -45,6 +45,26 @@ def test_bound_properties():
     assert k_grid(1000) == [50, 100, 150, 200, 300, 400, 500] and k_grid(200) == [10, 20, 30, 40, 60, 80, 100]
 
 
+def test_reference_rank_discounts_what_an_unseen_canary_would_get():
+    """Logits are the inputs (identity model). Unseen canaries labelled 0 get p_0 ~ 0.9 anyway, those labelled 1
+    get p_1 ~ 0.01: a canary at p_0 = 0.9 is ordinary, one at p_1 = 0.5 is not. Loss ranks them the other way."""
+    g = torch.Generator().manual_seed(0)
+    ref0 = torch.zeros(200, 10)
+    ref0[:, 0] = math.log(81) + 0.05 * torch.randn(200, generator=g)  # p_0 ~ 0.9
+    ref1 = torch.zeros(200, 10)
+    ref1[:, 1] = -2.0 + 0.05 * torch.randn(200, generator=g)  # p_1 ~ 0.015
+    x_ref = torch.cat([ref0, ref1])
+    y_ref = torch.cat([torch.zeros(200, dtype=torch.long), torch.ones(200, dtype=torch.long)])
+    x = torch.zeros(2, 10)
+    x[0, 0] = math.log(81)  # label 0, p ~ 0.9: what an unseen canary of label 0 gets
+    x[1, 1] = math.log(9)  # label 1, p = 0.5: far above every unseen canary of label 1
+    y = torch.tensor([0, 1])
+    s = black_box_scores(torch.nn.Identity(), x, y, x_ref, y_ref)
+    assert s["loss"][0] > s["loss"][1]
+    assert s["reference_rank"][1] > s["reference_rank"][0]
+    assert 0.9 < s["reference_rank"][1] <= 1.0 and 0.2 < s["reference_rank"][0] < 0.8
+
+
 def test_canaries_are_recorded_and_kept_out_of_the_base(shared_data):
     from inputdp.datasets import load_tensor_data
 
@@ -60,6 +80,16 @@ def test_canaries_are_recorded_and_kept_out_of_the_base(shared_data):
     c1 = make_canaries("random_pattern", data, 400, seed=3, pattern_scale=1.0)
     assert float(c2.x.std()) == pytest.approx(2 * spread, rel=0.01)
     assert torch.allclose(c2.x, 2 * c1.x) and torch.equal(c2.y, c1.y) and (c2.included == c1.included).all()
+    # the reference: same kind, its own generator, never part of the training data; canaries do not depend on it
+    assert c2.x_ref.shape == (5000, 1, 28, 28) and float(c2.x_ref.std()) == pytest.approx(2 * spread, rel=0.01)
+    small = make_canaries("random_pattern", data, 400, seed=3, reference=100)
+    assert torch.equal(small.x, c2.x) and torch.equal(small.x_ref, c2.x_ref[:100])
+    assert not any(torch.equal(c2.x[0], r) for r in c2.x_ref[:100])
+    mis = make_canaries("mislabeled", data, 100, seed=3)
+    assert mis.x_ref.shape[0] == 100  # the test split here has 100 images: all of them, each given a wrong label
+    for xr, yr in zip(mis.x_ref, mis.y_ref):
+        (j,) = [j for j in range(100) if torch.equal(data.x_test[j], xr)][:1]
+        assert int(yr) != int(data.y_test[j])
     for bad in (0.0, -1.0, float("inf"), float("nan")):
         with pytest.raises(ConfigError, match="pattern_scale"):
             make_canaries("random_pattern", data, 50, seed=3, pattern_scale=bad)

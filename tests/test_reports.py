@@ -43,6 +43,22 @@ def test_leaderboard_groups_seeds(store):
     assert pd.isna(row["audited_epsilon_lb"])  # no audit yet
 
 
+def test_audits_join_their_configuration(store):
+    """Audit runs are matched to the configuration they audit; several are shown as the largest and their number."""
+    from inputdp.reports.leaderboard import display_table
+
+    train, _ = tidy(load_runs(store))
+    key = train[(train["method"] == "dirichlet_softmax") & (train["epsilon"] == 1)]["match_key"].iloc[0]
+    audits = pd.DataFrame({"audit_of": [key, key, "other"], "method": ["dirichlet_softmax"] * 3,
+                           "epsilon_lb": [0.1, 0.4, 9.0]})
+    board = leaderboard(train, audits)
+    row = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 1)].iloc[0]
+    assert row["audited_epsilon_lb"] == pytest.approx(0.4) and row["audits"] == 2
+    shown = display_table(board)
+    assert "0.40 (largest of 2 audits)" in set(shown["audited_epsilon_lb"])
+    assert board[board["method"] == "gaussian_penultimate"]["audited_epsilon_lb"].isna().all()
+
+
 def test_bench_report_writes_files(store, tmp_path, capsys):
     out = tmp_path / "rep"
     assert main(["report", "--tracking-uri", store, "--out", str(out), "--stamp", "measured today"]) == 0

@@ -130,22 +130,35 @@ class Canaries:
     y_ref: torch.Tensor | None = field(default=None, repr=False)
 
 
+def check_arguments(*, canary_kind: str, canaries: int, pattern_scale: float, scores: Sequence[str] = ()) -> None:
+    """Every audit argument that needs no data: checked before any data is read or any run is opened."""
+    if canary_kind not in CANARY_KINDS:
+        raise ConfigError(f"canary kind {canary_kind!r} is not allowed: choose one of {', '.join(CANARY_KINDS)}")
+    if not (isinstance(canaries, int) and canaries >= 2):
+        raise ConfigError(f"canaries={canaries!r} is not allowed: it must be an integer >= 2")
+    if not (isinstance(pattern_scale, (int, float)) and math.isfinite(pattern_scale) and pattern_scale > 0):
+        raise ConfigError(f"pattern_scale={pattern_scale!r} is not allowed: it must be a finite number > 0")
+    for score in scores:
+        if score not in SCORES:
+            raise ConfigError(f"score {score!r} is not allowed: choose all or one of {', '.join(SCORES)}")
+
+
 def _synthetic(kind: str, data: TensorData, n: int, g: torch.Generator,
-               pattern_scale: float) -> tuple[torch.Tensor, torch.Tensor]:
-    """n input-space canaries (inputs, labels) of a synthetic kind, drawn from ``g``."""
+               level: tuple[float, float]) -> tuple[torch.Tensor, torch.Tensor]:
+    """n input-space canaries (inputs, labels) of a synthetic kind, drawn from ``g``. ``level``: (noise std, 0)
+    for random patterns, (background, patch) pixel values for blank patches."""
     c = data.info.num_classes
     device = data.x_train.device
     if kind == "random_pattern":
-        spread = float(data.x_train.std())
-        x = (pattern_scale * spread * torch.randn((n, *data.shape), generator=g)).to(device)
+        x = (level[0] * torch.randn((n, *data.shape), generator=g)).to(device)
         return x, torch.randint(0, c, (n,), generator=g).to(device)
     ch, h, w = data.shape
     size = max(3, h // 4)
-    x = torch.full((n, ch, h, w), float(data.x_train.min()), device=device)
+    x = torch.full((n, ch, h, w), level[0], device=device)
     rows = torch.randint(0, h - size + 1, (n,), generator=g)
     cols = torch.randint(0, w - size + 1, (n,), generator=g)
     for i in range(n):
-        x[i, :, rows[i]: rows[i] + size, cols[i]: cols[i] + size] = float(data.x_train.max())
+        x[i, :, rows[i]: rows[i] + size, cols[i]: cols[i] + size] = level[1]
     return x, torch.randint(0, c, (n,), generator=g).to(device)
 
 
@@ -160,12 +173,9 @@ def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_sca
       training pixels' standard deviation, each with a fixed random label;
     - ``blank_patch``: a blank image with one bright random square patch, a fixed random label.
     """
-    if kind not in CANARY_KINDS:
-        raise ConfigError(f"canary kind {kind!r} is not allowed: choose one of {', '.join(CANARY_KINDS)}")
-    if not (isinstance(m, int) and 2 <= m < data.train_size):
+    check_arguments(canary_kind=kind, canaries=m, pattern_scale=pattern_scale)
+    if m >= data.train_size:
         raise ConfigError(f"canaries={m!r} is not allowed: it must be an integer in [2, {data.train_size})")
-    if not (isinstance(pattern_scale, (int, float)) and math.isfinite(pattern_scale) and pattern_scale > 0):
-        raise ConfigError(f"pattern_scale={pattern_scale!r} is not allowed: it must be a finite number > 0")
     g = torch.Generator().manual_seed(10_000 + seed)
     c = data.info.num_classes
     device = data.x_train.device
@@ -176,8 +186,10 @@ def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_sca
         x = data.x_train[take]
         y = (data.y_train[take] + torch.randint(1, c, (m,), generator=g).to(device)) % c
         base = TensorData(data.info, data.x_train[keep], data.y_train[keep], data.x_test, data.y_test)
-    else:
-        x, y = _synthetic(kind, data, m, g, pattern_scale)
+    else:  # the data's pixel statistics, once for canaries and reference alike
+        level = ((pattern_scale * float(data.x_train.std()), 0.0) if kind == "random_pattern"
+                 else (float(data.x_train.min()), float(data.x_train.max())))
+        x, y = _synthetic(kind, data, m, g, level)
     included = (torch.rand(m, generator=g) < 0.5).numpy()
     gr = torch.Generator().manual_seed(20_000 + seed)
     if kind == "mislabeled":
@@ -186,7 +198,7 @@ def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_sca
         x_ref = data.x_test[idx]
         y_ref = (data.y_test[idx] + torch.randint(1, c, (n,), generator=gr).to(device)) % c
     else:
-        x_ref, y_ref = _synthetic(kind, data, reference, gr, pattern_scale)
+        x_ref, y_ref = _synthetic(kind, data, reference, gr, level)
     return Canaries(x, y, included, kind, base, x_ref, y_ref)
 
 
@@ -317,9 +329,7 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
           scores: Sequence[str] = SCORES, perf: PerfFlags | None = None, tracker=None,
           data: TensorData | None = None, beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> AuditResult:
     """Train ``config`` once with m canaries, each in with probability 1/2, and bound epsilon from the scores."""
-    for s in scores:
-        if s not in SCORES:
-            raise ConfigError(f"score {s!r} is not allowed: choose from {', '.join(SCORES)}")
+    check_arguments(canary_kind=canary_kind, canaries=canaries, pattern_scale=pattern_scale, scores=scores)
     perf = perf or PerfFlags(progress=False)
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=perf.resolve_device(),

@@ -176,7 +176,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from .audit import CANARY_KINDS, PATTERN_SCALE, SCORES, audit
+    from .audit import PATTERN_SCALE, SCORES, audit, check_arguments
     from .config import PerfFlags
     from .sweep import Overrides, build_config, resolve_methods
     from .tracking import MLflowTracker
@@ -187,15 +187,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                                               method_options=parse_options(args.option, [method])))
     scores = SCORES if args.score == "all" else (args.score,)
     scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
-    # every audit argument is checked before any data is read or any run is opened
-    if args.score != "all" and args.score not in SCORES:
-        raise ConfigError(f"--score {args.score!r} is not allowed: choose all or one of {', '.join(SCORES)}")
-    if args.canary_kind not in CANARY_KINDS:
-        raise ConfigError(f"--canary-kind {args.canary_kind!r} is not allowed: choose one of {', '.join(CANARY_KINDS)}")
-    if not (math.isfinite(scale) and scale > 0):
-        raise ConfigError(f"--pattern-scale {scale!r} is not allowed: it must be a finite number > 0")
-    if args.canaries < 2:
-        raise ConfigError(f"--canaries {args.canaries!r} is not allowed: it must be an integer >= 2")
+    check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores)
     tracker = None
     if not args.no_track:
         tracker = MLflowTracker(args.tracking_uri, args.experiment, extra_tags={

@@ -208,14 +208,10 @@ def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunRes
     """A method with its own loop (PATE): timed as one phase, evaluated on the data it names, accounted."""
     config, method = p.config, p.method
     history: list[dict[str, float]] = []
-
-    def report(step: int, metrics: dict[str, float]) -> None:
-        callback.on_epoch(step, metrics)
-
     with PeakMemory(p.device) as memory:
         synchronize(p.device)
         t0 = time.perf_counter()
-        out = method.fit(p, report)
+        out = method.fit(p, callback.on_epoch)
         synchronize(p.device)
         elapsed = time.perf_counter() - t0
     test_acc, test_loss = evaluate(out.model, out.x_eval, out.y_eval, config.eval_batch_size)

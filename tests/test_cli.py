@@ -42,9 +42,9 @@ BAD = [
       "0.005", "--steps", "20000"], "smallest feasible epsilon"),
     (["run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--option", "alpha=-1"], "alpha"),
     (["audit", "--method", "dpsgd", "--dataset", "mnist", "--canary-kind", "glitter"], "glitter"),
-    (["audit", "--method", "dpsgd", "--dataset", "mnist", "--pattern-scale", "0"], "--pattern-scale"),
+    (["audit", "--method", "dpsgd", "--dataset", "mnist", "--pattern-scale", "0"], "pattern_scale=0"),
     (["audit", "--method", "dpsgd", "--dataset", "mnist", "--score", "vibes"], "vibes"),
-    (["audit", "--method", "dpsgd", "--dataset", "mnist", "--canaries", "1"], "--canaries"),
+    (["audit", "--method", "dpsgd", "--dataset", "mnist", "--canaries", "1"], "canaries=1"),
     (["audit", "--method", "sgd", "--dataset", "mnist"], "sgd"),
 ]
 

@@ -132,7 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_aud.add_argument("--pattern-scale", type=float, default=None,
                        help="random_pattern canaries: pixel spread as a multiple of the data's (default 2)")
     p_aud.add_argument("--score", default="all", help="all, or one of loss, margin, reference_rank, "
-                                                       "gradient_alignment, first_layer_projection")
+                                                       "gradient_alignment, relearn, first_layer_projection")
     p_aud.add_argument("--seed", type=int, default=0)
     p_aud.add_argument("--epochs", type=int)
     p_aud.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE")

@@ -10,7 +10,15 @@ from fractions import Fraction
 import pytest
 import torch
 
-from inputdp.benchmarks.audit import audit, black_box_scores, epsilon_lower_bound, k_grid, make_canaries, p_value
+from inputdp.benchmarks.audit import (
+    audit,
+    black_box_scores,
+    epsilon_lower_bound,
+    k_grid,
+    make_canaries,
+    p_value,
+    relearn_scores,
+)
 from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.errors import ConfigError
 from inputdp.methods.dirichlet_softmax import dirichlet_nll
@@ -63,6 +71,43 @@ def test_reference_rank_discounts_what_an_unseen_canary_would_get():
     assert s["loss"][0] > s["loss"][1]
     assert s["reference_rank"][1] > s["reference_rank"][0]
     assert 0.9 < s["reference_rank"][1] <= 1.0 and 0.2 < s["reference_rank"][0] < 0.8
+
+
+def _bn_net(seed: int) -> torch.nn.Module:
+    torch.manual_seed(seed)
+    net = torch.nn.Sequential(torch.nn.Linear(12, 16), torch.nn.BatchNorm1d(16), torch.nn.ReLU(), torch.nn.Linear(16, 4))
+    net.train()
+    with torch.no_grad():  # running statistics away from their initial values
+        net(torch.randn(64, 12) * 3 + 1)
+    return net
+
+
+def test_relearn_is_full_batch_descent_on_a_copy():
+    """The score equals a hand-written full-batch descent in eval mode (so chunking changes nothing), leaves the
+    audited model as it was, and treats every canary alike (permuting the canaries permutes the scores)."""
+    import copy
+
+    net = _bn_net(0)
+    g = torch.Generator().manual_seed(1)
+    x, y = torch.randn(23, 12, generator=g), torch.randint(0, 4, (23,), generator=g)
+    before = copy.deepcopy(net.state_dict())
+    got = relearn_scores(net, x, y, lr=0.3, steps=4, chunk=5)
+    for k, v in net.state_dict().items():
+        assert torch.equal(v, before[k]), k
+    ref = copy.deepcopy(net).eval()
+    for _ in range(4):
+        loss = torch.nn.functional.cross_entropy(ref(x), y)
+        grads = torch.autograd.grad(loss, list(ref.parameters()))
+        with torch.no_grad():
+            for p, gr in zip(ref.parameters(), grads):
+                p -= 0.3 * gr
+    with torch.no_grad():
+        want = -torch.nn.functional.cross_entropy(ref(x), y, reduction="none").numpy()
+    assert abs(got - want).max() < 1e-5
+    start = -torch.nn.functional.cross_entropy(copy.deepcopy(net).eval()(x), y, reduction="none").detach().numpy()
+    assert got.mean() > start.mean()  # the steps did descend
+    perm = torch.randperm(23, generator=g)
+    assert abs(relearn_scores(net, x[perm], y[perm], lr=0.3, steps=4, chunk=7) - got[perm.numpy()]).max() < 1e-5
 
 
 def test_canaries_are_recorded_and_kept_out_of_the_base(shared_data):

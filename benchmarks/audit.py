@@ -42,8 +42,8 @@ PATTERN_SCALE = 2.0
 REFERENCE_SIZE = 5000
 #: the ``relearn`` score: full-batch plain gradient steps on all m canaries (in and out alike) from the trained
 #: parameters. Fixed once, on saved non-private MNIST models (cpu preset, 2x patterns, four models): lr 0.005-0.02
-#: with 5-20 steps all gave the same bounds to within 0.1, 0.2-0.34 above the loss score; lr 0.05 and above
-#: overshoots (the out-canaries are learnt too) and loses the signal.
+#: with 5-20 steps all gave the same bounds to within 0.1, 0.2-0.34 above the loss score; lr 0.05 weakened it
+#: (1.1-2.6 on the seed-0 model) and lr 0.1-0.2 learns the excluded canaries too (bound 0).
 RELEARN_LR = 0.01
 RELEARN_STEPS = 10
 

@@ -12,6 +12,7 @@ parameters); below it proves nothing. The ceiling is the largest bound the same 
 
 from __future__ import annotations
 
+import copy
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -32,6 +33,7 @@ from .harness import run
 CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch")
 SCORES = ("loss", "margin", "reference_rank", "gradient_alignment", "relearn", "first_layer_projection")
 BLACK_BOX = ("loss", "margin", "reference_rank")
+WHITE_BOX = tuple(s for s in SCORES if s not in BLACK_BOX)
 BETA = 0.05
 #: random-pattern canaries: pixel spread as a multiple of the training data's. Measured on MNIST (cpu preset,
 #: non-private, m = 1000, seed 0, loss score, 28 tests): 1x 2.52 (the model half-fits them: median p_y 0.44 when
@@ -266,8 +268,8 @@ def black_box_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, x_ref: 
 
 
 def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x: torch.Tensor,
-                     y: torch.Tensor) -> dict[str, np.ndarray]:
-    """Scores for an adversary who holds the initial and the trained parameters.
+                     y: torch.Tensor, wanted: Sequence[str] = WHITE_BOX) -> dict[str, np.ndarray]:
+    """Scores for an adversary who holds the initial and the trained parameters (those in ``wanted`` only).
 
     - ``gradient_alignment``: <-grad L(canary; theta_T), theta_T - theta_0> / ||grad L(canary; theta_T)||:
       gradient descent moves the parameters against the gradients of the examples it trains on (the gradient
@@ -279,12 +281,21 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
     - ``first_layer_projection``: ||first_layer_change(x_c)||^2 / ||x_c||^2: how strongly the change of the
       first layer responds to the canary's input (independent of its label).
     """
-    import copy
-
     initial = copy.deepcopy(final)
     initial.load_state_dict(initial_state)
     initial.eval()
     final.eval()
+    out: dict[str, np.ndarray] = {}
+    if "gradient_alignment" in wanted:
+        out["gradient_alignment"] = _gradient_alignment(final, initial, x, y)
+    if "relearn" in wanted:
+        out["relearn"] = relearn_scores(final, x, y)
+    if "first_layer_projection" in wanted:
+        out["first_layer_projection"] = _first_layer_projection(final, initial, x)
+    return out
+
+
+def _gradient_alignment(final: nn.Module, initial: nn.Module, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
     params0 = [p for p in initial.parameters() if p.requires_grad]
     params_t = [p for p in final.parameters() if p.requires_grad]
     delta = [pt.detach() - p0.detach() for pt, p0 in zip(params_t, params0)]
@@ -295,6 +306,10 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
         dot = sum(float((g * d).sum()) for g, d in zip(grads, delta))
         norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads)) + 1e-12
         align[i] = -dot / norm
+    return align
+
+
+def _first_layer_projection(final: nn.Module, initial: nn.Module, x: torch.Tensor) -> np.ndarray:
     name, layer0 = _first_weight(initial)
     layer_t = dict(final.named_modules())[name]
     dw = layer_t.weight.detach() - layer0.weight.detach()
@@ -303,9 +318,7 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
             resp = F.conv2d(x, dw, None, layer0.stride, layer0.padding, layer0.dilation, layer0.groups)
         else:
             resp = F.linear(x.flatten(1), dw)
-        proj = (resp.flatten(1).pow(2).sum(1) / x.flatten(1).pow(2).sum(1).clamp_min(1e-12)).cpu().numpy()
-    return {"gradient_alignment": align, "relearn": relearn_scores(final, x, y),
-            "first_layer_projection": proj}
+        return (resp.flatten(1).pow(2).sum(1) / x.flatten(1).pow(2).sum(1).clamp_min(1e-12)).cpu().numpy()
 
 
 def relearn_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float = RELEARN_LR,
@@ -315,8 +328,6 @@ def relearn_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: fl
     Works on a copy in eval mode (batch norm uses its running statistics, so a canary's output does not depend
     on the others in its chunk); the gradient is accumulated over chunks, so it equals the full-batch one.
     """
-    import copy
-
     tuned = copy.deepcopy(model).eval()
     params = [p for p in tuned.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=lr)
@@ -379,8 +390,9 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
     model.load_state_dict(result.model.state_dict())
     values: dict[str, np.ndarray] = {}
     values.update(black_box_scores(model, made.x, made.y, made.x_ref, made.y_ref))
-    if any(s not in BLACK_BOX for s in scores):
-        values.update(white_box_scores(model, result.initial_state, made.x, made.y))
+    wanted = [s for s in scores if s not in BLACK_BOX]
+    if wanted:
+        values.update(white_box_scores(model, result.initial_state, made.x, made.y, wanted))
     n_tests = len(scores) * len(k_grid(canaries))
     delta = config.privacy.delta
     outcomes = [bound_for_scores(values[s], made.included, delta=delta, beta=beta, n_tests=n_tests, score=s)

@@ -18,6 +18,7 @@ from inputdp.benchmarks.audit import (
     make_canaries,
     p_value,
     relearn_scores,
+    white_box_scores,
 )
 from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.errors import ConfigError
@@ -108,6 +109,19 @@ def test_relearn_is_full_batch_descent_on_a_copy():
     assert got.mean() > start.mean()  # the steps did descend
     perm = torch.randperm(23, generator=g)
     assert abs(relearn_scores(net, x[perm], y[perm], lr=0.3, steps=4, chunk=7) - got[perm.numpy()]).max() < 1e-5
+
+
+def test_white_box_scores_computes_only_what_is_asked():
+    """A single white-box score does not pay for the others, and gives the same values as in the full set."""
+    initial = _bn_net(2)
+    final = _bn_net(3)
+    g = torch.Generator().manual_seed(4)
+    x, y = torch.randn(9, 12, generator=g), torch.randint(0, 4, (9,), generator=g)
+    full = white_box_scores(final, initial.state_dict(), x, y)
+    assert set(full) == {"gradient_alignment", "relearn", "first_layer_projection"}
+    for name in full:
+        one = white_box_scores(final, initial.state_dict(), x, y, [name])
+        assert set(one) == {name} and abs(one[name] - full[name]).max() < 1e-6
 
 
 def test_canaries_are_recorded_and_kept_out_of_the_base(shared_data):

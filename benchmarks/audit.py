@@ -1,4 +1,4 @@
-"""One-run privacy auditing (Steinke, Nasr & Jagielski 2023; REFERENCE.md §4).
+"""One-run privacy auditing (Steinke, Nasr & Jagielski 2023; THEORY.md, "Auditing").
 
 m canaries are made; each is included in the training set independently with probability 1/2 (the truth is
 recorded); the method trains once through the normal harness with its normal calibration; every canary gets a
@@ -26,6 +26,7 @@ from torch import nn
 
 from inputdp.datasets import TensorData, load_tensor_data
 
+from . import names
 from .config import PerfFlags, RunConfig
 from .errors import ConfigError
 from .harness import run
@@ -406,14 +407,10 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
 
 
 def _log_audit(tracker, out: AuditResult) -> None:
-    import time
-
-    from mlflow.entities import Metric, RunTag
-
-    ts = int(time.time() * 1000)
-    metrics = [Metric("epsilon_lb", out.best.epsilon_lb, ts, 0), Metric("epsilon_lb_ceiling", out.best.ceiling, ts, 0),
-               Metric("audit_guesses", out.best.guesses, ts, 0), Metric("audit_correct", out.best.correct, ts, 0)]
+    best = out.best
+    metrics = {names.METRIC_EPSILON_LB: best.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: best.ceiling,
+               names.METRIC_AUDIT_GUESSES: best.guesses, names.METRIC_AUDIT_CORRECT: best.correct}
     for o in out.outcomes:
-        metrics += [Metric(f"epsilon_lb.{o.score}", o.epsilon_lb, ts, 0), Metric(f"ceiling.{o.score}", o.ceiling, ts, 0)]
-    tracker.client.log_batch(tracker.run_id, metrics=metrics,
-                             tags=[RunTag("audit_best_score", out.best.score), RunTag("canary_kind", out.canary_kind)])
+        metrics[f"{names.METRIC_EPSILON_LB}.{o.score}"] = o.epsilon_lb
+        metrics[f"ceiling.{o.score}"] = o.ceiling
+    tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: out.canary_kind})

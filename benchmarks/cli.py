@@ -99,10 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     p_cal.add_argument("--steps", type=int)
     p_cal.add_argument("--preset", help="instead of (delta, q, T): a table over the preset's data sets")
     p_cal.add_argument("--epsilons", default="1,2,4,8", help="with --preset: the epsilons of the table")
-    p_cal.add_argument("--alpha", type=float, help="Dirichlet concentration (dirichlet_softmax)")
     p_cal.add_argument("--option", action="append", metavar="NAME=VALUE")
     p_cal.add_argument("--json", action="store_true")
-    p_speed = sub.add_parser("speed", help="median training-step time per method, interleaved, vs nonprivate")
+    p_speed = sub.add_parser("speed", help="median training-step time per method, interleaved, vs the non-private reference")
     p_speed.add_argument("--methods", default="all")
     p_speed.add_argument("--dataset", required=True)
     p_speed.add_argument("--preset", default="cpu")
@@ -176,6 +175,7 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    from . import names
     from .audit import PATTERN_SCALE, SCORES, audit, check_arguments
     from .config import PerfFlags
     from .sweep import Overrides, build_config, resolve_methods
@@ -191,9 +191,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
     tracker = None
     if not args.no_track:
         tracker = MLflowTracker(args.tracking_uri, args.experiment, extra_tags={
-            "kind": "audit", "audit_of_match_key": config.match_key(),
-            "config_key": f"audit:{config.key()}:{args.canary_kind}:{args.canaries}:{scale:g}",
-            "pattern_scale": f"{scale:g}"})
+            names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
+            names.TAG_CONFIG_KEY: f"audit:{config.key()}:{args.canary_kind}:{args.canaries}:{scale:g}",
+            names.TAG_PATTERN_SCALE: f"{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)
     result = audit(config, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,
                    tracker=tracker, pattern_scale=scale)
@@ -244,9 +244,9 @@ def cmd_speed(args: argparse.Namespace) -> int:
         return 0
     print(f"{result.setup['dataset']} / {result.setup['model']} ({result.setup['norm']} norm), batch "
           f"{result.setup['batch_size']}, {result.setup['steps']} interleaved steps on {result.setup['device']}")
-    print(f"{'method':<22}{'median_step_ms':>16}{'ratio':>8}")
+    print(f"{'method':<22}{'median_step_ms':>16}{'ratio to ' + result.setup['reference']:>24}")
     for name, m in result.methods.items():
-        print(f"{name:<22}{1000 * m['median_step_s']:>16.2f}{m['ratio_to_nonprivate']:>8.2f}")
+        print(f"{name:<22}{1000 * m['median_step_s']:>16.2f}{m['ratio_to_reference']:>24.2f}")
     return 0
 
 
@@ -270,8 +270,6 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     from .config import PrivacySpec
 
     options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}
-    if args.alpha is not None:
-        options["alpha"] = args.alpha
     if args.preset:
         return _calibration_table(args, options)
     missing = [f"--{n.replace('_', '-')}" for n in ("epsilon", "delta", "sampling_rate", "steps")

@@ -7,20 +7,25 @@
 
 Distributed executors need a tracking server: many processes writing one sqlite file fail ("database is
 locked"), so they refuse a bare sqlite or file URI.
+
+An executor knows nothing of what a run is: the sweep hands it ``run_one(config) -> summary`` (a picklable
+function, shipped to the workers) and ``lost(config, error) -> summary`` (called here when a worker died).
 """
 
 from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from .config import PerfFlags, RunConfig
 from .errors import ConfigError
-from .sweep import RunSummary, run_configuration
 from .tracking import default_tracking_uri
+
+RunOne = Callable[[RunConfig], Any]
+Lost = Callable[[RunConfig, str], Any]
 
 EXECUTORS = ("local", "ray", "submitit")
 
@@ -39,35 +44,22 @@ class LocalExecutor:
     def check_tracking_uri(self, uri: str | None) -> None:
         return None
 
-    def map(self, configs: Sequence[RunConfig], *, tracking_uri, experiment, perf: PerfFlags,
-            skip_finished: bool) -> Iterator[RunSummary]:
+    def map(self, configs: Sequence[RunConfig], *, run_one: RunOne, lost: Lost, perf: PerfFlags) -> Iterator[Any]:
         bar = _progress(len(configs), perf.progress, "sweep")
         for config in configs:
-            yield run_configuration(config, tracking_uri, experiment, perf, skip_finished)
+            yield run_one(config)
             if bar is not None:
                 bar.update(1)
         if bar is not None:
             bar.close()
 
 
-def mark_unfinished_failed(config: RunConfig, tracking_uri: str, experiment: str) -> int:
-    """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
-    from .sweep import claim_configuration
-    from .tracking import MLflowTracker
-
-    try:
-        return claim_configuration(MLflowTracker(tracking_uri, experiment), config)[1]
-    except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then
-        return 0
-
-
-def _result_or_failure(get, config: RunConfig, tracking_uri: str, experiment: str) -> RunSummary:
-    """A remote run's summary, or, if its worker died, a failure (its run marked FAILED; the sweep goes on)."""
+def _result_or_failure(get, config: RunConfig, lost: Lost):
+    """A remote run's summary, or, if its worker died, what ``lost`` makes of it (the sweep goes on)."""
     try:
         return get()
     except Exception as err:  # noqa: BLE001 - a dead worker or job: the store keeps what finished
-        marked = mark_unfinished_failed(config, tracking_uri, experiment)
-        return RunSummary(config, "failed", marked_failed=marked, error=" ".join(str(err).split())[:300])
+        return lost(config, " ".join(str(err).split())[:300])
 
 
 class _Distributed:
@@ -82,13 +74,12 @@ class _Distributed:
             )
 
 
-def _worker_entry(config: RunConfig, tracking_uri: str, experiment: str, perf: PerfFlags, skip_finished: bool,
-                  threads: int) -> RunSummary:
+def _worker_entry(run_one: RunOne, config: RunConfig, threads: int):
     import torch
 
     if threads:
         torch.set_num_threads(threads)
-    return run_configuration(config, tracking_uri, experiment, perf, skip_finished)
+    return run_one(config)
 
 
 @dataclass
@@ -100,7 +91,7 @@ class RayExecutor(_Distributed):
     retries: int = 0
     name: str = "ray"
 
-    def map(self, configs, *, tracking_uri, experiment, perf, skip_finished):
+    def map(self, configs, *, run_one, lost, perf):
         try:
             import ray
         except ImportError:
@@ -115,16 +106,14 @@ class RayExecutor(_Distributed):
         try:
             task = ray.remote(num_cpus=self.cpus_per_run, num_gpus=self.gpus_per_run,
                               max_retries=self.retries)(_worker_entry)
-            worker_perf = PerfFlags(device=perf.device, threads=perf.threads, dtype=perf.dtype, progress=False)
             threads = perf.threads or max(1, int(self.cpus_per_run))
-            pending = {task.remote(c, tracking_uri, experiment, worker_perf, skip_finished, threads): c
-                       for c in configs}
+            pending = {task.remote(run_one, c, threads): c for c in configs}
             bar = _progress(len(configs), perf.progress, "sweep (ray)")
             while pending:
                 done, _ = ray.wait(list(pending), num_returns=1)
                 ref = done[0]
                 config = pending.pop(ref)
-                yield _result_or_failure(functools.partial(ray.get, ref), config, tracking_uri, experiment)
+                yield _result_or_failure(functools.partial(ray.get, ref), config, lost)
                 if bar is not None:
                     bar.update(1)
             if bar is not None:
@@ -145,7 +134,7 @@ class SubmititExecutor(_Distributed):
     parallel: int = 2
     name: str = "submitit"
 
-    def map(self, configs, *, tracking_uri, experiment, perf, skip_finished):
+    def map(self, configs, *, run_one, lost, perf):
         try:
             import submitit
         except ImportError:
@@ -158,13 +147,11 @@ class SubmititExecutor(_Distributed):
         if self.partition:
             params["slurm_partition"] = self.partition
         ex.update_parameters(**{k: v for k, v in params.items() if ex.cluster == "slurm" or not k.startswith("slurm")})
-        worker_perf = PerfFlags(device=perf.device, threads=perf.threads, dtype=perf.dtype, progress=False)
         n = len(configs)
-        jobs = ex.map_array(_worker_entry, list(configs), [tracking_uri] * n, [experiment] * n, [worker_perf] * n,
-                            [skip_finished] * n, [perf.threads or self.cpus_per_run] * n)
+        jobs = ex.map_array(_worker_entry, [run_one] * n, list(configs), [perf.threads or self.cpus_per_run] * n)
         bar = _progress(n, perf.progress, "sweep (submitit)")
         for job, config in zip(jobs, configs):
-            yield _result_or_failure(job.result, config, tracking_uri, experiment)
+            yield _result_or_failure(job.result, config, lost)
             if bar is not None:
                 bar.update(1)
         if bar is not None:

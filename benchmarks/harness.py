@@ -7,6 +7,7 @@ metrics. :class:`PerfFlags` choose where and how fast it runs, never what it com
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 import statistics
@@ -21,12 +22,13 @@ from torch import nn
 
 from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.methods import create_method
-from inputdp.methods.base import Calibration, Method, PrivacyClaim, TrainingSetup
+from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
+from . import names
 from .config import PerfFlags, RunConfig
 from .errors import ConfigError
 from .memory import PeakMemory
-from .models import build_model
+from .models import MODELS, build_model
 from .sampling import epoch_lengths, poisson_batches, random_crop_flip
 
 TRAIN_EVAL_EXAMPLES = 10000
@@ -126,12 +128,13 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     info = data.info
     model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
                         norm=norm, width=config.model_width).to(device)
+    method.initialise(model)
     # the untrained parameters, only when asked (the audit's white-box scores): a copy of the whole model
     initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()} if keep_initial else None
     lr, lr_info = method.learning_rate(config.lr)
     optimizer = make_optimizer(config, model.parameters(), lr)
     setup = TrainingSetup(spec=config.privacy, train_size=data.train_size, num_classes=info.num_classes,
-                          device=device, model_name=config.model)
+                          device=device, grad_sample_mode=MODELS.get(config.model).grad_sample_mode)
     model, optimizer = method.prepare(model, optimizer, setup)
     return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
                     calibration_seconds, initial_state)
@@ -149,9 +152,9 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     params["feature_dim"] = getattr(p.model, "feature_dim", "")
     params.update({f"method.{k}": v for k, v in p.method.describe().items()})
     tags = {
-        "method": config.method, "dataset": config.dataset, "preset": config.preset, "model": config.model,
-        "match_key": config.match_key(), "config_key": config.key(), "seed": str(config.seed),
-        "norm": p.norm, **p.claim.as_tags(),
+        names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
+        names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_CONFIG_KEY: config.key(),
+        names.TAG_SEED: str(config.seed), names.TAG_NORM: p.norm, **p.claim.as_tags(),
     }
     return params, tags
 
@@ -184,18 +187,11 @@ def run(
         raise
     callback.on_end(result.metrics, "FINISHED")
     if keep_model:
-        result.model = unwrap(result.model)
+        result.model = p.method.unwrap(result.model)
         result.initial_state = p.initial_state
     else:
         result.model = None
     return result
-
-
-def unwrap(model: nn.Module | None) -> nn.Module | None:
-    """The user's model inside a method's wrapper (Opacus' GradSampleModule keeps it as ``_module``)."""
-    while model is not None and hasattr(model, "_module"):
-        model = model._module
-    return model
 
 
 def _interrupted() -> bool:
@@ -204,31 +200,54 @@ def _interrupted() -> bool:
     return isinstance(sys.exc_info()[1], KeyboardInterrupt)
 
 
+class _EpochReporter:
+    """Numbers an own-loop method's progress reports as epochs 1, 2, ... and forwards them to the callback."""
+
+    def __init__(self, callback: RunCallback):
+        self.callback, self.epochs = callback, 0
+
+    def __call__(self, metrics: dict[str, float]) -> None:
+        self.epochs += 1
+        self.callback.on_epoch(self.epochs, dict(metrics))
+
+
+def _fit_context(p: Prepared, report: _EpochReporter) -> FitContext:
+    config, initial = p.config, p.model
+    lr = p.optimizer.param_groups[0]["lr"]
+    return FitContext(data=p.data, device=p.device, seed=config.seed, report=report,
+                      new_model=lambda: copy.deepcopy(initial),
+                      new_optimizer=lambda params: make_optimizer(config, params, lr))
+
+
+def _check_ledger(config: RunConfig, spent: float) -> None:
+    target = config.privacy.epsilon
+    if math.isfinite(target) and spent > target * (1 + 1e-9):
+        raise PrivacyLedgerError(f"{config.method} spent epsilon={spent:.6g} > target {target:g}")
+
+
 def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunResult:
     """A method with its own loop (PATE): timed as one phase, evaluated on the data it names, accounted."""
     config, method = p.config, p.method
-    history: list[dict[str, float]] = []
+    report = _EpochReporter(callback)
     with PeakMemory(p.device) as memory:
         synchronize(p.device)
         t0 = time.perf_counter()
-        out = method.fit(p, callback.on_epoch)
+        out = method.fit(_fit_context(p, report))
         synchronize(p.device)
         elapsed = time.perf_counter() - t0
     test_acc, test_loss = evaluate(out.model, out.x_eval, out.y_eval, config.eval_batch_size)
-    spent = method.epsilon_spent(0)
-    if math.isfinite(config.privacy.epsilon) and spent > config.privacy.epsilon * (1 + 1e-9):
-        raise PrivacyLedgerError(f"{config.method} spent epsilon={spent:.6g} > target {config.privacy.epsilon:g}")
-    history.append({"test_accuracy": test_acc, "test_loss": test_loss, "epoch_time_s": elapsed,
-                    "epsilon_spent": spent})
-    callback.on_epoch(2, history[-1])
+    spent = method.epsilon_spent(out.steps)
+    _check_ledger(config, spent)
+    last = {"test_accuracy": test_acc, "test_loss": test_loss, "epoch_time_s": elapsed, "epsilon_spent": spent}
+    report(last)
     final = {
         "final_test_accuracy": test_acc, "warmup_epoch_time_s": elapsed,
         "mean_epoch_time_s": elapsed, "median_epoch_time_s": elapsed, "total_train_time_s": elapsed,
         "calibration_seconds": p.calibration_seconds, "peak_memory_mb": memory.peak_mb,
-        "final_epsilon_spent": spent, "epsilon_target": config.privacy.epsilon, "epochs": 1, "total_steps": 0,
-        "eval_examples": int(out.y_eval.shape[0]), **out.metrics,
+        "final_epsilon_spent": spent, "epsilon_target": config.privacy.epsilon, "epochs": 1,
+        "total_steps": out.steps, "eval_examples": int(out.y_eval.shape[0]), **out.metrics,
     }
-    return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, out.model)
+    return RunResult(config, final, [last], p.claim, p.calibration, p.norm, p.lr_info, out.model)
 
 
 def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> RunResult:
@@ -286,8 +305,7 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
     if progress is not None:
         progress.close()
     spent = method.epsilon_spent(steps_done)
-    if math.isfinite(spec.epsilon) and spent > spec.epsilon * (1 + 1e-9):
-        raise PrivacyLedgerError(f"{config.method} spent epsilon={spent:.6g} > target {spec.epsilon:g}")
+    _check_ledger(config, spent)
     times = [h["epoch_time_s"] for h in history]
     steady = times[1:] if len(times) > 1 else times
     final = {

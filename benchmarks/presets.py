@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from types import MappingProxyType
 from typing import Any
 
 from .errors import ConfigError
@@ -28,15 +30,28 @@ class DatasetSettings:
     test_examples: int = 0
     lr_warmup_steps: int = 0
     #: method name -> option defaults for this preset (explicit options override them)
-    method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
+    method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: method name -> run settings that differ for that method (optimizer, lr, momentum; explicit flags win)
-    method_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    method_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        # A preset is a constant: the nested mappings are copied and frozen, so two data sets that were given
+        # the same dict share no state, and nobody can change a preset after it is made.
+        for name in ("method_options", "method_settings"):
+            object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+
+def _frozen(nested: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
+    return MappingProxyType({k: MappingProxyType(dict(v)) for k, v in nested.items()})
 
 
 @dataclass(frozen=True, kw_only=True)
 class Preset(Entry):
-    per_dataset: dict[str, DatasetSettings]
+    per_dataset: Mapping[str, DatasetSettings]
     fallback: DatasetSettings | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "per_dataset", MappingProxyType(dict(self.per_dataset)))
 
     def settings(self, dataset: str) -> DatasetSettings:
         if dataset in self.per_dataset:

@@ -35,7 +35,8 @@ class Registry(Generic[E]):
 
     def register(self, entry: E, *, force: bool = False) -> E:
         if entry.name in self._entries and not force:
-            raise ValueError(f"{self.kind} {entry.name!r} is already registered (pass force=True to replace it)")
+            raise ConfigError(f"{self.kind} {entry.name!r} is already registered (by {self._entries[entry.name].target}); "
+                              "pass force=True to replace it")
         self._entries[entry.name] = entry
         return entry
 

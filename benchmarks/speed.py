@@ -1,7 +1,7 @@
 """``bench speed``: the training step of each method on the same model and batches, timed interleaved.
 
 After a warm-up, the methods take turns (A B C A B C ...), so drift of the machine hits all of them alike;
-each method's median step time and its ratio to ``nonprivate`` are reported. Every method trains the same
+each method's median step time and its ratio to the non-private reference method are reported. Every method trains the same
 architecture with the same normalisation (GroupNorm by default), so only the method differs.
 """
 
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from inputdp.datasets import DATASETS, TensorData, load_tensor_data
-from inputdp.methods import METHODS
+from inputdp.methods import METHODS, reference_method
 
 from .config import PerfFlags, RunConfig
 from .errors import ConfigError
@@ -59,7 +59,8 @@ def measure(
 ) -> SpeedResult:
     perf = perf or PerfFlags(progress=False)
     device = perf.resolve_device()
-    names = list(dict.fromkeys(["nonprivate", *methods]))
+    reference = reference_method()
+    names = list(dict.fromkeys([reference, *methods]))
     for n in names:
         if METHODS.get(n).load().own_loop:
             raise ConfigError(f"method {n!r} trains in its own loop and has no per-step time: leave it out of speed")
@@ -88,16 +89,13 @@ def measure(
             synchronize(device)
             if i >= warmup:
                 times[n].append(time.perf_counter() - t0)
-    base = statistics.median(times["nonprivate"])
+    base = statistics.median(times[reference])
     out = {}
     for n in names:
         med = statistics.median(times[n])
-        entry = {"median_step_s": med, "ratio_to_nonprivate": med / base}
-        mode = getattr(prepared[n].method, "mode", None)
-        if mode:
-            entry["grad_sample_mode"] = mode
-        out[n] = entry
+        out[n] = {"median_step_s": med, "ratio_to_reference": med / base, **prepared[n].method.describe()}
     first = prepared[names[0]]
-    setup = {"dataset": dataset, "model": first.config.model, "norm": norm, "batch_size": batch_size, "steps": steps,
+    setup = {"reference": reference, "dataset": dataset,
+             "model": first.config.model, "norm": norm, "batch_size": batch_size, "steps": steps,
              "warmup": warmup, "device": device, "data": source, "threads": torch.get_num_threads()}
     return SpeedResult(out, setup)

@@ -6,6 +6,7 @@ continues where it stopped; an unfinished run of the same configuration is marke
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -16,6 +17,7 @@ from inputdp.methods import METHODS
 
 from .config import PerfFlags, PrivacySpec, RunConfig
 from .errors import ConfigError
+from .executors import get_executor
 from .presets import PRESETS
 from .sampling import steps_per_epoch
 from .tracking import UNFINISHED, MLflowTracker, runs_with_key
@@ -77,8 +79,8 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
         steps = o.epochs * steps_per_epoch(q) if 0 < q <= 1 else 0
     else:
         steps = s.steps
-    if method == "nonprivate":
-        epsilon = math.inf  # the reference runs once per seed at the same (q, T)
+    if not METHODS.get(method).load().private:
+        epsilon = math.inf  # a reference that spends no budget runs once per seed at the same (q, T)
     privacy = PrivacySpec(epsilon=epsilon, delta=o.delta if o.delta is not None else s.delta,
                           sampling_rate=q, steps=steps)
     options = {**s.method_options.get(method, {}), **o.method_options.get(method, {})}
@@ -160,17 +162,29 @@ def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: s
     return RunSummary(config, "ran", dict(result.metrics), stale)
 
 
+def mark_lost_run(config: RunConfig, error: str, *, tracking_uri: str | None, experiment: str) -> RunSummary:
+    """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
+    try:
+        marked = claim_configuration(MLflowTracker(tracking_uri, experiment), config)[1]
+    except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then
+        marked = 0
+    return RunSummary(config, "failed", marked_failed=marked, error=error)
+
+
 def run_sweep(configs: Sequence[RunConfig], *, tracking_uri: str | None = None, experiment: str = "inputdp",
               perf: PerfFlags | None = None, skip_finished: bool = True, executor: str = "local",
               executor_options: dict[str, Any] | None = None) -> SweepOutcome:
     """Run every configuration through an executor (``local``, ``ray``, ``submitit``); see executors.py."""
-    from .executors import get_executor
-
     perf = perf or PerfFlags()
     runner = get_executor(executor, **(executor_options or {}))
     runner.check_tracking_uri(tracking_uri)
+    remote = executor != "local"
+    worker_perf = PerfFlags(device=perf.device, threads=perf.threads, dtype=perf.dtype, progress=False) if remote \
+        else perf
+    run_one = functools.partial(run_configuration, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf,
+                                skip_finished=skip_finished)
+    lost = functools.partial(mark_lost_run, tracking_uri=tracking_uri, experiment=experiment)
     outcome = SweepOutcome()
-    for summary in runner.map(configs, tracking_uri=tracking_uri, experiment=experiment, perf=perf,
-                              skip_finished=skip_finished):
+    for summary in runner.map(configs, run_one=run_one, lost=lost, perf=perf):
         outcome.add(summary)
     return outcome

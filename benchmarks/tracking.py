@@ -11,6 +11,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+from . import names
+
 DEFAULT_EXPERIMENT = "inputdp"
 UNFINISHED = ("RUNNING", "SCHEDULED")
 
@@ -19,7 +21,8 @@ def default_tracking_uri() -> str:
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
-def _quiet_mlflow() -> None:
+def quiet_mlflow() -> None:
+    """Keep MLflow's and alembic's start-up chatter (schema migrations, store set-up) out of the output."""
     import logging
 
     for name in ("mlflow", "alembic", "mlflow.store.db.utils"):
@@ -27,7 +30,7 @@ def _quiet_mlflow() -> None:
 
 
 def client(tracking_uri: str | None = None):
-    _quiet_mlflow()
+    quiet_mlflow()
     from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
@@ -91,6 +94,18 @@ class MLflowTracker:
             self._log(metrics, step=0)
         self.client.set_terminated(self.run_id, status=status)
 
+    def log_summary(self, metrics: dict[str, float], tags: dict[str, str]) -> None:
+        """Metrics (at step 0) and tags that sum up the run after it ended (an audit's bounds, say)."""
+        import time
+
+        from mlflow.entities import Metric, RunTag
+
+        if self.run_id is None:
+            return
+        ts = int(time.time() * 1000)
+        self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, 0) for k, v in _finite(metrics).items()],
+                              tags=[RunTag(k, str(v)) for k, v in tags.items()])
+
     def _log(self, metrics: dict[str, float], step: int) -> None:
         import time
 
@@ -101,4 +116,5 @@ class MLflowTracker:
 
 
 def runs_with_key(mlflow_client, exp_id: str, config_key: str) -> list:
-    return mlflow_client.search_runs([exp_id], filter_string=f"tags.config_key = '{config_key}'", max_results=1000)
+    return mlflow_client.search_runs([exp_id], filter_string=f"tags.{names.TAG_CONFIG_KEY} = '{config_key}'",
+                                     max_results=1000)

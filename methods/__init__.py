@@ -1,11 +1,21 @@
-"""Privacy methods as plug-ins: a registry of lazily imported entries, refusing duplicates."""
+"""Privacy methods as plug-ins: a registry of lazily imported entries, refusing duplicates.
+
+The built-in methods are registered below. A method can also live in its own installed package: it declares an
+entry point in the group ``inputdp.methods`` whose object is a :class:`MethodInfo` (its ``target`` the import
+string of its :class:`~inputdp.methods.base.Method` subclass), and is registered when this package is imported.
+A plug-in whose name is taken, or that fails to load, is a one-line error naming it.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any
 
+from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.registry import Entry, Registry
+
+#: the entry-point group that installed packages use to add methods
+ENTRY_POINT_GROUP = "inputdp.methods"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -26,6 +36,14 @@ def create_method(name: str, options: dict[str, Any] | None = None):
     return cls(**dict(options or {}))
 
 
+def reference_method() -> str:
+    """The registered method that spends no budget (``private = False``): what speed and cost are compared to."""
+    for info in METHODS:
+        if not info.load().private:
+            return info.name
+    raise ConfigError("no registered method is a non-private reference (private = False)")
+
+
 register_method(MethodInfo(
     name="nonprivate", target="inputdp.methods.nonprivate:NonPrivate", protects="nothing",
     summary="plain cross-entropy SGD on the same Poisson batches: the accuracy and speed reference"))
@@ -42,4 +60,31 @@ register_method(MethodInfo(
     name="pate", target="inputdp.methods.pate:PATE", protects="inputs and labels", needs_public_data=True,
     summary="PATE (Papernot et al. 2018): teacher ensemble, Confident/Interactive GNMax, student on public inputs"))
 
-__all__ = ["METHODS", "MethodInfo", "create_method", "register_method"]
+
+def load_plugins() -> list[str]:
+    """Register every method that installed packages declare; returns their names."""
+    from importlib.metadata import entry_points
+
+    names = []
+    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
+        try:
+            obj = ep.load()
+        except Exception as err:  # noqa: BLE001 - a broken plug-in: one line naming it, not a traceback
+            raise ConfigError(f"the method plug-in {ep.name!r} ({ep.value}) failed to load: "
+                              f"{type(err).__name__}: {err}") from None
+        if not isinstance(obj, MethodInfo):
+            raise ConfigError(f"the method plug-in {ep.name!r} ({ep.value}) is not allowed: its entry point must name a "
+                              f"MethodInfo, not a {type(obj).__name__}")
+        info = obj
+        if info.name in METHODS:
+            raise ConfigError(f"the method plug-in {ep.value!r} registers {info.name!r}, a name already taken by "
+                              f"{METHODS.get(info.name).target}: give the plug-in another name")
+        register_method(info)
+        names.append(info.name)
+    return names
+
+
+PLUGINS = load_plugins()
+
+__all__ = ["ENTRY_POINT_GROUP", "METHODS", "PLUGINS", "MethodInfo", "create_method", "load_plugins",
+           "reference_method", "register_method"]

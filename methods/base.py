@@ -1,25 +1,35 @@
 """The one small interface every privacy method fills in (AlgoPerf-style: the harness owns the rest).
 
 A method
-- calibrates its noise to the matched :class:`~inputdp.benchmarks.config.PrivacySpec`,
+- computes the noise for the matched :class:`~inputdp.benchmarks.config.PrivacySpec` (``noise_for``, a pure
+  function; the base class's ``calibrate`` remembers the result, so calling it twice changes nothing),
 - states its :class:`PrivacyClaim` (the mechanism and its *scope*: what exactly the guarantee covers),
-- trains, one Poisson batch at a time (``train_step``), or in its own loop (``fit``) when its shape differs.
-It never imports the tracker, never samples batches, never times itself.
+- trains, one Poisson batch at a time (``train_step``), or in its own loop (``fit``, given a :class:`FitContext`)
+  when its shape differs,
+- declares what the harness must know of it as attributes and hooks (``private``, ``own_loop``,
+  ``initialise``, ``unwrap``, ``describe``), so that the harness never asks for a method by name.
+It never imports the tracker, never samples batches, never times itself. The mathematics each method implements
+is written down in ``methods/THEORY.md``.
 """
 
 from __future__ import annotations
 
+import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inputdp.benchmarks import names
 from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
+
+if TYPE_CHECKING:
+    from inputdp.datasets import TensorData
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -49,21 +59,36 @@ class PrivacyClaim:
 
     def as_tags(self) -> dict[str, str]:
         return {
-            "privacy.mechanism": self.mechanism,
-            "privacy.protects": self.protects,
-            "privacy.scope": self.scope,
-            "privacy.needs_public_data": str(self.needs_public_data).lower(),
+            names.TAG_PRIVACY_MECHANISM: self.mechanism,
+            names.TAG_PRIVACY_PROTECTS: self.protects,
+            names.TAG_PRIVACY_SCOPE: self.scope,
+            names.TAG_PRIVACY_NEEDS_PUBLIC_DATA: str(self.needs_public_data).lower(),
         }
 
 
 @dataclass
 class FitOutput:
-    """What an own-loop method hands back: the model and the held-out data it must be evaluated on."""
+    """What an own-loop method hands back: the model, the held-out data it must be evaluated on, and how many of
+    its privacy-spending steps it took (``epsilon_spent(steps)`` is the run's ledger entry)."""
 
     model: nn.Module
     x_eval: torch.Tensor
     y_eval: torch.Tensor
+    steps: int
     metrics: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class FitContext:
+    """What the harness hands an own-loop method: the data, where it runs, fresh models and optimizers built as
+    the run's configuration says, and where to report progress (one call per phase, numbered by the harness)."""
+
+    data: TensorData
+    device: str
+    seed: int
+    new_model: Callable[[], nn.Module]
+    new_optimizer: Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
+    report: Callable[[dict[str, float]], None]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -74,7 +99,8 @@ class TrainingSetup:
     train_size: int
     num_classes: int
     device: str
-    model_name: str = ""
+    #: the fastest valid per-example-gradient mode for this model (the model registry's measured hint)
+    grad_sample_mode: str = "hooks"
 
 
 class Method(ABC):
@@ -83,6 +109,10 @@ class Method(ABC):
     option_defaults: ClassVar[Mapping[str, Any]] = {}
     #: the normalisation the method's models use unless the run says otherwise
     default_norm: ClassVar[str] = "group"
+    #: False for a reference that spends no budget: a sweep runs it once per seed, at epsilon = inf
+    private: ClassVar[bool] = True
+    #: methods whose shape is not one step per Poisson batch (PATE) set this and implement ``fit``
+    own_loop: ClassVar[bool] = False
 
     def __init__(self, **options: Any):
         unknown = sorted(set(options) - set(self.option_defaults))
@@ -94,9 +124,22 @@ class Method(ABC):
         self.spec: PrivacySpec | None = None
 
     # --- privacy -------------------------------------------------------------------------------------------
-    @abstractmethod
     def calibrate(self, spec: PrivacySpec) -> Calibration:
-        """Choose the noise for ``spec`` and remember it; returns the calibration."""
+        """Choose the noise for ``spec`` and remember it (with the spec); returns the calibration.
+
+        The search itself is :meth:`noise_for`, which must not change the method: calibrating twice, or for
+        another spec, gives what one call on a fresh instance gives.
+        """
+        t0 = time.perf_counter()
+        calibration = self.noise_for(spec)
+        if not calibration.seconds:
+            calibration = replace(calibration, seconds=time.perf_counter() - t0)
+        self.spec, self.calibration = spec, calibration
+        return calibration
+
+    @abstractmethod
+    def noise_for(self, spec: PrivacySpec) -> Calibration:
+        """The noise parameter(s) that meet ``spec`` and the epsilon they reach; a pure function of the options."""
 
     @abstractmethod
     def claim(self) -> PrivacyClaim:
@@ -107,6 +150,23 @@ class Method(ABC):
         """Epsilon spent after ``steps_done`` steps, from the method's own accountant."""
 
     # --- training ------------------------------------------------------------------------------------------
+    def initialise(self, model: nn.Module) -> None:
+        """Set the freshly built model's initial parameters (before any copy of them is kept).
+
+        The default, used by every built-in method so that they all start alike, zeroes the classification head:
+        every class then starts at softmax 1/d for every input. The Dirichlet loss needs it (its gradient scales
+        with s_y, so a class that starts near s_y = 0 can stay dead); De et al. (2022) zero the last layer for
+        DP-SGD too. A method that wants the architecture's own initialisation overrides this with a no-op.
+        """
+        head = getattr(model, "head", None)
+        if isinstance(head, nn.Linear):
+            nn.init.zeros_(head.weight)
+            nn.init.zeros_(head.bias)
+
+    def unwrap(self, model: nn.Module) -> nn.Module:
+        """The user's model inside whatever ``prepare`` wrapped it in (the default wraps nothing)."""
+        return model
+
     def learning_rate(self, base_lr: float) -> tuple[float, dict[str, Any]]:
         """The rate the optimizer uses, and what to record about how it was chosen."""
         return base_lr, {"lr_rule": "fixed", "lr_effective": base_lr}
@@ -135,11 +195,8 @@ class Method(ABC):
         optimizer.step()
         return float(loss.detach())
 
-    #: methods whose shape is not one step per Poisson batch (PATE) set this and implement ``fit``
-    own_loop: ClassVar[bool] = False
-
-    def fit(self, prepared: Any, report: Callable[[int, dict[str, float]], None]) -> FitOutput:
-        """The method's own loop: train from the harness's prepared run, return what to evaluate where."""
+    def fit(self, context: FitContext) -> FitOutput:
+        """The method's own loop (``own_loop = True``): train, return what to evaluate where."""
         raise NotImplementedError(f"method {self.name!r} trains per step; it has no own loop")
 
     # --- helpers -------------------------------------------------------------------------------------------

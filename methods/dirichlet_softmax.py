@@ -1,10 +1,10 @@
-"""Dirichlet-softmax: the main paper's Algorithm 1 (seed 000, REFERENCE.md §1).
+"""Dirichlet-softmax: the main paper's Algorithm 1 (THEORY.md, "Dirichlet-softmax").
 
 Each step, on the Poisson batch: s = softmax(f(x)); p~ ~ Dir(r*s + alpha*1) (reparameterised); loss = mean of
 -log p~_y with the public label y. r is the largest value whose subsampled-RDP epsilon over T steps meets the
 target (the paper's eq. 12). No noise at evaluation.
 
-Expected behaviour (Theorem 10, derived in REFERENCE.md and checked by Monte Carlo in the tests):
+Expected behaviour (derived in THEORY.md, "The expected loss and kappa"; checked by Monte Carlo in the tests):
 E[-log p~_y] = psi(r + d*alpha) - psi(r*s_y + alpha) and grad_z E = kappa * (s - e_y) with
 kappa = r * s_y * psi1(r*s_y + alpha): the expected gradient is the cross-entropy gradient scaled by kappa.
 """
@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import functools
 import math
-import time
 from typing import Any
 
 import torch
@@ -23,7 +22,7 @@ from torch.distributions import Gamma
 from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
 
-from .accounting import InfeasibleTarget, dirichlet_epsilon, largest_parameter_meeting
+from .accounting import InfeasibleTarget, calibrate_parameter, dirichlet_epsilon
 from .base import Calibration, Method, PrivacyClaim
 
 LR_RULES = ("fixed", "kappa")
@@ -46,7 +45,7 @@ def calibrate_r(*, epsilon: float, delta: float, sampling_rate: float, steps: in
         return dirichlet_epsilon(r=r, alpha=alpha, q=sampling_rate, steps=steps, delta=delta)[0]
 
     what = f"dirichlet_softmax at q={sampling_rate:g}, T={steps}, alpha={alpha:g}, delta={delta:g}"
-    r = largest_parameter_meeting(eps_of, epsilon, low=alpha * 1e-9, high=alpha * (1 - 1e-12), what=what)
+    r = calibrate_parameter(eps_of, epsilon, low=alpha * 1e-9, high=alpha * (1 - 1e-12), increasing=True, what=what)
     eps, order = dirichlet_epsilon(r=r, alpha=alpha, q=sampling_rate, steps=steps, delta=delta)
     return r, eps, order
 
@@ -85,17 +84,14 @@ class DirichletSoftmax(Method):
     def r(self) -> float:
         return self._need_calibration()[1].noise["r"]
 
-    def calibrate(self, spec: PrivacySpec) -> Calibration:
-        t0 = time.perf_counter()
+    def noise_for(self, spec: PrivacySpec) -> Calibration:
         try:
             r, eps, order = calibrate_r(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
                                         steps=spec.steps, alpha=self.alpha)
         except InfeasibleTarget as err:
             raise ConfigError(str(err)) from None
-        self.spec = spec
-        self.calibration = Calibration(noise={"r": r}, epsilon=eps, order=order, seconds=time.perf_counter() - t0,
-                                       details={"alpha": self.alpha, "r_over_alpha": r / self.alpha})
-        return self.calibration
+        return Calibration(noise={"r": r}, epsilon=eps, order=order,
+                           details={"alpha": self.alpha, "r_over_alpha": r / self.alpha})
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()

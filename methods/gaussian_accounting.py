@@ -1,15 +1,16 @@
-"""The subsampled-Gaussian accountant shared by DP-SGD and the penultimate-layer method: Opacus' own."""
+"""The subsampled-Gaussian accountant shared by DP-SGD and the penultimate-layer method (THEORY.md, "The
+subsampled Gaussian"): the RDP accountant as Opacus computes it, or Opacus' PRV accountant."""
 
 from __future__ import annotations
 
 import functools
-import time
 from typing import Any
 
 from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
 
-from .accounting.gaussian import gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
+from .accounting.calibration import InfeasibleTarget, calibrate_parameter
+from .accounting.gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from .base import Calibration, Method
 
 ACCOUNTANTS = ("rdp", "prv")
@@ -17,17 +18,22 @@ ACCOUNTANTS = ("rdp", "prv")
 
 @functools.lru_cache(maxsize=256)
 def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, steps: int, accountant: str) -> float:
-    """Opacus' ``get_noise_multiplier`` for the matched (epsilon, delta, q, T).
+    """The smallest sigma meeting (epsilon, delta, q, T) under the named accountant, by the one calibration search.
 
-    For the RDP accountant the same algorithm runs on the vectorised RDP of ``accounting.gaussian`` (equal to
-    Opacus' result, tested; about 50x faster); the PRV accountant is Opacus' own.
+    For ``rdp`` the accountant is the vectorised RDP of ``accounting.gaussian`` (equal to Opacus' RDP accountant,
+    tested; about 50x faster); ``prv`` is Opacus' PRV accountant, evaluated at each point of the same search.
     """
     if accountant == "rdp":
         return gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
-    from opacus.accountants.utils import get_noise_multiplier
 
-    return float(get_noise_multiplier(target_epsilon=epsilon, target_delta=delta, sample_rate=sampling_rate,
-                                      steps=steps, accountant=accountant))
+    def eps_of(sigma: float) -> float:
+        return gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=sampling_rate, steps=steps,
+                                accountant=accountant)
+
+    what = f"the subsampled Gaussian ({accountant}) at q={sampling_rate:g}, T={steps}, delta={delta:g}"
+    # the PRV accountant's epsilon is numerical (its own error bound is about 1e-2): no finer tolerance than that
+    return calibrate_parameter(eps_of, epsilon, low=MIN_SIGMA, high=MAX_SIGMA, increasing=False, what=what,
+                               start=1.0, xtol=1e-6, rtol=1e-4)
 
 
 def gaussian_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float, steps: int,
@@ -61,23 +67,17 @@ class SubsampledGaussianMethod(Method):
     def sigma(self) -> float:
         return self._need_calibration()[1].noise["noise_multiplier"]
 
-    def calibrate(self, spec: PrivacySpec) -> Calibration:
-        t0 = time.perf_counter()
+    def noise_for(self, spec: PrivacySpec) -> Calibration:
         accountant = self.options["accountant"]
         try:
             sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
                                          steps=spec.steps, accountant=accountant)
-        except ValueError as err:
-            raise ConfigError(f"epsilon={spec.epsilon:g} cannot be reached by {self.name} at q={spec.sampling_rate:g}, "
-                              f"T={spec.steps}: {err}") from None
-        seconds = time.perf_counter() - t0
-        self.spec = spec
+        except InfeasibleTarget as err:
+            raise ConfigError(f"{self.name}: {err}") from None
         eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
                                steps=spec.steps, accountant=accountant)
-        self.calibration = Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, seconds=seconds,
-                                       details={"accountant": accountant,
-                                                self.clip_option: self.options[self.clip_option]})
-        return self.calibration
+        return Calibration(noise={"noise_multiplier": sigma}, epsilon=eps,
+                           details={"accountant": accountant, self.clip_option: self.options[self.clip_option]})
 
     def epsilon_spent(self, steps_done: int) -> float:
         spec, cal = self._need_calibration()

@@ -1,6 +1,7 @@
 """Gaussian noise at the penultimate layer: our reading of Monir & Ghinita (2024, DaWaK).
 
-What is known of their method (REFERENCE.md §2; the paper itself is not available here): noise is injected
+What is known of their method (THEORY.md, "Gaussian noise at the penultimate layer"; the paper itself was not
+available to us): noise is injected
 into the penultimate layer "similar to DP-SGD", with per-sample clipping, and its variance grows with the
 layer's width. The exact reading implemented here:
 

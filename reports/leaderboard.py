@@ -14,6 +14,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from inputdp.benchmarks import names
+
 GROUP = ["dataset", "preset", "model", "method", "epsilon"]
 THREAT = {
     "nothing": "no privacy",
@@ -31,9 +33,9 @@ def load_runs(tracking_uri: str | None = None, experiment: str = "inputdp") -> p
     """Every FINISHED run of the experiment as one row (MLflow ``search_runs`` into pandas)."""
     import mlflow
 
-    from inputdp.benchmarks.tracking import _quiet_mlflow, default_tracking_uri
+    from inputdp.benchmarks.tracking import default_tracking_uri, quiet_mlflow
 
-    _quiet_mlflow()
+    quiet_mlflow()
     mlflow.set_tracking_uri(tracking_uri or default_tracking_uri())
     if mlflow.get_experiment_by_name(experiment) is None:
         return pd.DataFrame()
@@ -49,32 +51,33 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(training runs, audit runs), one row per run with plain column names."""
     if runs.empty:
         return pd.DataFrame(columns=[*GROUP, "seed"]), pd.DataFrame()
-    kind = _col(runs, "tags.kind", "train").fillna("train")
+    kind = _col(runs, f"tags.{names.TAG_KIND}", "train").fillna("train")
     out = pd.DataFrame({
         "run_id": runs["run_id"],
-        "dataset": _col(runs, "tags.dataset"),
-        "preset": _col(runs, "tags.preset"),
-        "model": _col(runs, "params.model"),
-        "method": _col(runs, "tags.method"),
-        "epsilon": pd.to_numeric(_col(runs, "params.privacy.epsilon"), errors="coerce"),
-        "delta": pd.to_numeric(_col(runs, "params.privacy.delta"), errors="coerce"),
-        "q": pd.to_numeric(_col(runs, "params.privacy.sampling_rate"), errors="coerce"),
-        "T": pd.to_numeric(_col(runs, "params.privacy.steps"), errors="coerce"),
-        "seed": _col(runs, "tags.seed"),
-        "match_key": _col(runs, "tags.match_key"),
-        "norm": _col(runs, "tags.norm"),
-        "test_accuracy": _col(runs, "metrics.final_test_accuracy"),
-        "median_epoch_time_s": _col(runs, "metrics.median_epoch_time_s"),
-        "peak_memory_mb": _col(runs, "metrics.peak_memory_mb"),
-        "epsilon_spent": _col(runs, "metrics.final_epsilon_spent").fillna(_col(runs, "metrics.epsilon_spent")),
-        "scope": _col(runs, "tags.privacy.scope"),
-        "protects": _col(runs, "tags.privacy.protects"),
-        "needs_public_data": _col(runs, "tags.privacy.needs_public_data"),
-        "epsilon_lb": _col(runs, "metrics.epsilon_lb"),
-        "audit_of": _col(runs, "tags.audit_of_match_key"),
+        "dataset": _col(runs, f"tags.{names.TAG_DATASET}"),
+        "preset": _col(runs, f"tags.{names.TAG_PRESET}"),
+        "model": _col(runs, f"params.{names.PARAM_MODEL}"),
+        "method": _col(runs, f"tags.{names.TAG_METHOD}"),
+        "epsilon": pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce"),
+        "delta": pd.to_numeric(_col(runs, f"params.{names.PARAM_DELTA}"), errors="coerce"),
+        "q": pd.to_numeric(_col(runs, f"params.{names.PARAM_SAMPLING_RATE}"), errors="coerce"),
+        "T": pd.to_numeric(_col(runs, f"params.{names.PARAM_STEPS}"), errors="coerce"),
+        "seed": _col(runs, f"tags.{names.TAG_SEED}"),
+        "match_key": _col(runs, f"tags.{names.TAG_MATCH_KEY}"),
+        "norm": _col(runs, f"tags.{names.TAG_NORM}"),
+        "test_accuracy": _col(runs, f"metrics.{names.METRIC_FINAL_TEST_ACCURACY}"),
+        "median_epoch_time_s": _col(runs, f"metrics.{names.METRIC_MEDIAN_EPOCH_TIME}"),
+        "peak_memory_mb": _col(runs, f"metrics.{names.METRIC_PEAK_MEMORY}"),
+        "epsilon_spent": _col(runs, f"metrics.{names.METRIC_FINAL_EPSILON_SPENT}").fillna(
+            _col(runs, f"metrics.{names.METRIC_EPSILON_SPENT}")),
+        "scope": _col(runs, f"tags.{names.TAG_PRIVACY_SCOPE}"),
+        "protects": _col(runs, f"tags.{names.TAG_PRIVACY_PROTECTS}"),
+        "needs_public_data": _col(runs, f"tags.{names.TAG_PRIVACY_NEEDS_PUBLIC_DATA}"),
+        "epsilon_lb": _col(runs, f"metrics.{names.METRIC_EPSILON_LB}"),
+        "audit_of": _col(runs, f"tags.{names.TAG_AUDIT_OF}"),
         "kind": kind,
     })
-    return out[out["kind"] != "audit"].copy(), out[out["kind"] == "audit"].copy()
+    return out[out["kind"] != names.KIND_AUDIT].copy(), out[out["kind"] == names.KIND_AUDIT].copy()
 
 
 def _threat(protects: str, needs_public: str) -> str:
@@ -101,10 +104,12 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
             "scope": g["scope"].iloc[0],
             "threat_model": _threat(g["protects"].iloc[0], g["needs_public_data"].iloc[0]),
             "match_key": g["match_key"].iloc[0],
+            "protects": g["protects"].iloc[0],
         })
         rows.append(row)
     board = pd.DataFrame(rows)
-    ref = board[board["method"] == "nonprivate"].set_index(["dataset", "preset"])["median_epoch_time_s"]
+    # the reference is the method that protects nothing (the non-private baseline), whatever its name
+    ref = board[board["protects"] == "nothing"].set_index(["dataset", "preset"])["median_epoch_time_s"]
     board["time_ratio_to_nonprivate"] = [
         r.median_epoch_time_s / ref.get((r.dataset, r.preset), np.nan) if (r.dataset, r.preset) in ref.index else np.nan
         for r in board.itertuples()

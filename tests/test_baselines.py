@@ -20,7 +20,8 @@ from inputdp.methods.gaussian_penultimate import GaussianPenultimate, clip_rows
 SPEC = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.004267, steps=2340)
 
 
-def test_bench_calibrate_dpsgd_equals_opacus():
+def test_bench_calibrate_dpsgd_meets_opacus_accountant():
+    from opacus.accountants import RDPAccountant
     from opacus.accountants.utils import get_noise_multiplier
 
     out = subprocess.run(
@@ -31,7 +32,11 @@ def test_bench_calibrate_dpsgd_equals_opacus():
     data = json.loads(out.stdout)
     expected = get_noise_multiplier(target_epsilon=1, target_delta=1e-5, sample_rate=0.004267, steps=2340,
                                     accountant="rdp")
-    assert data["noise_multiplier"] == pytest.approx(expected, rel=1e-3)
+    acc = RDPAccountant()
+    acc.history = [(data["noise_multiplier"], 0.004267, 2340)]
+    # the crossing by Opacus' own accountant, a little below Opacus' search (which stops within 0.01 of it)
+    assert 1.0 - 1e-6 <= acc.get_epsilon(delta=1e-5) <= 1.0
+    assert expected * 0.98 <= data["noise_multiplier"] <= expected
     assert data["epsilon"] <= 1.0 and "calibration_seconds" in data
 
 

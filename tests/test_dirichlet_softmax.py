@@ -78,7 +78,7 @@ def test_bad_options_are_refused():
 def test_bench_calibrate_json():
     out = subprocess.run(
         [sys.executable, "-m", "inputdp.benchmarks.cli", "calibrate", "--method", "dirichlet_softmax", "--epsilon", "1",
-         "--delta", "1e-5", "--sampling-rate", "0.005", "--steps", "20000", "--alpha", "3", "--json"],
+         "--delta", "1e-5", "--sampling-rate", "0.005", "--steps", "20000", "--option", "alpha=3", "--json"],
         capture_output=True, text=True, check=True,
     )
     data = json.loads(out.stdout)

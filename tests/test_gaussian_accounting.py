@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
@@ -33,11 +35,32 @@ def test_epsilon_equals_opacus_accountant():
     assert eps == pytest.approx(eps_o, rel=1e-8) and order == order_o
 
 
+def _opacus_epsilon(sigma: float, q: float, steps: int) -> float:
+    from opacus.accountants import RDPAccountant
+
+    acc = RDPAccountant()
+    acc.history = [(sigma, q, steps)]
+    return acc.get_epsilon(delta=1e-5)
+
+
 @pytest.mark.parametrize("eps,q,steps", [(1.0, 0.004267, 2340), (4.0, 0.004267, 2340), (1.0, 0.005, 20000),
                                          (8.0, 0.01, 6006), (0.5, 0.05, 40), (2.0, 250 / 73257, 11722)])
-def test_noise_multiplier_equals_opacus(eps, q, steps):
+def test_noise_multiplier_is_the_crossing_by_opacus_accountant(eps, q, steps):
+    """Our sigma is where Opacus' own RDP accountant crosses the target: it meets it, 1e-6 less noise does not,
+    and it is never more than Opacus' get_noise_multiplier (which stops within 0.01 below the target)."""
     from opacus.accountants.utils import get_noise_multiplier
 
     ours = gaussian_noise_multiplier_rdp(epsilon=eps, delta=1e-5, sampling_rate=q, steps=steps)
+    assert _opacus_epsilon(ours, q, steps) <= eps
+    assert _opacus_epsilon(ours * (1 - 1e-6), q, steps) > eps
     theirs = get_noise_multiplier(target_epsilon=eps, target_delta=1e-5, sample_rate=q, steps=steps, accountant="rdp")
-    assert ours == pytest.approx(theirs, rel=1e-9)
+    assert ours <= theirs and _opacus_epsilon(theirs, q, steps) >= eps - 0.01
+
+
+def test_infeasible_target_is_refused_with_the_floor():
+    """No finite sigma gets below the conversion of zero RDP; the refusal names that floor, at once."""
+    from inputdp.methods.accounting import InfeasibleTarget, rdp_to_epsilon
+
+    floor = rdp_to_epsilon(OPACUS_ALPHAS, np.zeros_like(OPACUS_ALPHAS), 1e-5)[0]
+    with pytest.raises(InfeasibleTarget, match=f"smallest feasible epsilon is {math.ceil(floor * 1e4) / 1e4:g}"):
+        gaussian_noise_multiplier_rdp(epsilon=floor * 0.99, delta=1e-5, sampling_rate=0.05, steps=40)

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from torch import nn
-
 from inputdp.benchmarks.registry import Entry, Registry
 
 from .common import Classifier, norm_layer
@@ -14,6 +12,10 @@ from .common import Classifier, norm_layer
 @dataclass(frozen=True, kw_only=True)
 class ModelInfo(Entry):
     default_width: int
+    #: the fastest valid per-example-gradient mode (Opacus' hooks, functorch or ghost clipping) for this model,
+    #: measured with `bench speed` on the project's CPU machine (README, Performance); methods that clip
+    #: per-example gradients use it when asked for "auto"
+    grad_sample_mode: str = "hooks"
 
 
 MODELS: Registry[ModelInfo] = Registry("model")
@@ -24,7 +26,7 @@ def register_model(info: ModelInfo, *, force: bool = False) -> ModelInfo:
 
 
 _M = "inputdp.benchmarks.models."
-register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", default_width=16,
+register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", default_width=16, grad_sample_mode="ghost",
                          summary="two conv layers and a 64-unit hidden layer; trains on a CPU in minutes"))
 register_model(ModelInfo(name="resnet18", target=_M + "resnets:ResNet18", default_width=64,
                          summary="ResNet-18 with the CIFAR stem (3x3 conv, no max-pool), 11M parameters"))
@@ -37,12 +39,7 @@ register_model(ModelInfo(name="inception_simple", target=_M + "inception:SimpleI
 def build_model(name: str, *, num_classes: int, channels: int, size: int, norm: str, width: int = 0) -> Classifier:
     info = MODELS.get(name)
     cls = info.load()
-    model = cls(num_classes=num_classes, channels=channels, size=size, norm=norm, width=width or info.default_width)
-    # Every class starts at s = 1/d for every input. The Dirichlet loss scales its gradient with s_y, so a class
-    # whose examples start (or are pushed early) near s_y = 0 can stay dead; a zero head removes the start.
-    nn.init.zeros_(model.head.weight)
-    nn.init.zeros_(model.head.bias)
-    return model
+    return cls(num_classes=num_classes, channels=channels, size=size, norm=norm, width=width or info.default_width)
 
 
-__all__ = ["MODELS", "Classifier", "ModelInfo", "build_model", "norm_layer", "register_model", "nn"]
+__all__ = ["MODELS", "Classifier", "ModelInfo", "build_model", "norm_layer", "register_model"]

@@ -1,6 +1,7 @@
-"""Privacy accounting: pure functions (``rdp``) and one Brent calibration (``calibration``)."""
+"""Privacy accounting: pure functions (``rdp``, ``gaussian``), one conversion to (epsilon, delta)
+(``rdp.rdp_to_epsilon``) and one Brent calibration (``calibration``). THEORY.md says what each computes."""
 
-from .calibration import InfeasibleTarget, largest_parameter_meeting
+from .calibration import InfeasibleTarget, calibrate_parameter
 from .rdp import (
     MAX_ORDER,
     dirichlet_epsilon,
@@ -14,11 +15,11 @@ from .rdp import (
 __all__ = [
     "MAX_ORDER",
     "InfeasibleTarget",
+    "calibrate_parameter",
     "dirichlet_epsilon",
     "dirichlet_rdp",
     "gaussian_rdp",
     "integer_orders",
-    "largest_parameter_meeting",
     "poisson_subsampled_rdp",
     "rdp_to_epsilon",
 ]

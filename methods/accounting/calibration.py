@@ -1,7 +1,8 @@
-"""One calibration for every method: the largest noise-side parameter whose epsilon meets the target.
+"""One calibration for every method: the noise-side parameter whose epsilon meets the target.
 
-Follows dp_accounting's ``mechanism_calibration``: the privacy loss is a monotone function of one parameter,
-and Brent's method finds where it crosses the target.
+Follows dp_accounting's ``mechanism_calibration``: the privacy loss is a monotone function of one parameter
+(Dirichlet's r, a Gaussian's sigma, PATE's common scale of its sigmas), and Brent's method finds where it crosses
+the target. The answer is always on the safe side: epsilon_of(answer) <= target. THEORY.md, "Calibration".
 """
 
 from __future__ import annotations
@@ -11,9 +12,12 @@ from collections.abc import Callable
 
 from scipy.optimize import brentq
 
+#: how far a bracket search may double or halve before it gives up on a range
+MAX_BRACKET_STEPS = 80
+
 
 class InfeasibleTarget(ValueError):
-    """The target epsilon is below what any parameter in range can reach."""
+    """The target epsilon is outside what any parameter in range can reach."""
 
     def __init__(self, target: float, floor: float, what: str):
         self.target, self.floor = target, floor
@@ -23,33 +27,89 @@ class InfeasibleTarget(ValueError):
 
 
 def _round_up(x: float, digits: int = 4) -> str:
+    if not math.isfinite(x):
+        return f"{x:g}"
     scale = 10 ** (digits - 1 - math.floor(math.log10(abs(x)))) if x > 0 else 1
     return f"{math.ceil(x * scale) / scale:g}"
 
 
-def largest_parameter_meeting(
+def calibrate_parameter(
     epsilon_of: Callable[[float], float],
     target: float,
     *,
     low: float,
     high: float,
+    increasing: bool,
     what: str,
+    start: float | None = None,
     xtol: float = 1e-10,
     rtol: float = 1e-10,
 ) -> float:
-    """Largest p in [low, high) with epsilon_of(p) <= target, for epsilon_of increasing in p.
+    """The parameter p in [low, high] with epsilon_of(p) <= target that lies nearest the crossing.
 
-    ``epsilon_of(low)`` is the floor: a target below it raises :class:`InfeasibleTarget`. If even ``high``
-    meets the target, ``high`` is returned.
+    ``epsilon_of`` is monotone in p: ``increasing`` (less noise as p grows, e.g. Dirichlet's r: the largest safe p
+    is returned) or decreasing (more noise as p grows, e.g. sigma: the smallest safe p is returned). The safe end
+    of the range gives the floor; a target below it raises :class:`InfeasibleTarget` with that floor. If the
+    unsafe end already meets the target, it is returned.
+
+    With ``start`` the bracket is found by doubling (or halving) from ``start``, so the ends of a wide range are
+    evaluated only when the crossing lies there; without it both ends are evaluated first.
     """
-    floor = epsilon_of(low)
-    if floor > target:
-        raise InfeasibleTarget(target, floor, what)
-    top = epsilon_of(high)
-    if top <= target:
-        return high
-    p = brentq(lambda x: epsilon_of(x) - target, low, high, xtol=xtol, rtol=rtol)
-    # brentq returns a point within tolerance of the root; step down until the target is met exactly.
-    while epsilon_of(p) > target:
-        p = p - max(xtol, abs(p) * rtol) * 4
-    return p
+    safe_end, unsafe_end = (low, high) if increasing else (high, low)
+
+    def meets(p: float) -> bool:
+        return epsilon_of(p) <= target
+
+    if start is None:
+        floor = epsilon_of(safe_end)
+        if floor > target:
+            raise InfeasibleTarget(target, floor, what)
+        if meets(unsafe_end):
+            return unsafe_end
+        safe, unsafe = safe_end, unsafe_end
+    else:
+        safe, unsafe = _bracket(meets, start, safe_end, unsafe_end, epsilon_of, target, what)
+        if safe == unsafe:
+            return safe
+    a, b = sorted((safe, unsafe))
+    p = brentq(lambda x: epsilon_of(x) - target, a, b, xtol=xtol, rtol=rtol)
+    # brentq returns a point within tolerance of the root: step towards the safe side until the target is met.
+    step = max(xtol, abs(p) * rtol) * 4
+    direction = -1.0 if increasing else 1.0
+    for _ in range(10_000):
+        if meets(p):
+            return p
+        p += direction * step
+        step *= 2
+    return safe
+
+
+def _bracket(meets, start: float, safe_end: float, unsafe_end: float, epsilon_of, target: float,
+             what: str) -> tuple[float, float]:
+    """(safe, unsafe) points around the crossing, found geometrically from ``start``; (p, p) if the unsafe end is
+    itself safe (then p is that end)."""
+    towards_safe = 2.0 if safe_end > start else 0.5
+    p = min(max(start, min(safe_end, unsafe_end)), max(safe_end, unsafe_end))
+    if meets(p):
+        safe = p
+        for _ in range(MAX_BRACKET_STEPS):
+            q = p / towards_safe
+            if (q - unsafe_end) * (p - unsafe_end) <= 0 or q == unsafe_end:
+                q = unsafe_end
+            if not meets(q):
+                return safe, q
+            if q == unsafe_end:
+                return q, q
+            safe = p = q
+        return safe, safe
+    unsafe = p
+    for _ in range(MAX_BRACKET_STEPS):
+        q = p * towards_safe
+        if (q - safe_end) * (p - safe_end) <= 0 or q == safe_end:
+            q = safe_end
+        if meets(q):
+            return q, unsafe
+        if q == safe_end:
+            raise InfeasibleTarget(target, epsilon_of(safe_end), what)
+        unsafe = p = q
+    raise InfeasibleTarget(target, epsilon_of(p), what)

@@ -1,4 +1,5 @@
 """RDP of the Poisson-subsampled Gaussian mechanism (Mironov, Talwar & Zhang 2019), vectorised over orders.
+THEORY.md, "The subsampled Gaussian".
 
 The same computation as Opacus' ``opacus.accountants.analysis.rdp`` (itself from TF Privacy): for integer
 orders the exact binomial expansion of A_alpha, for fractional orders the two-sided series truncated at the
@@ -14,9 +15,13 @@ import numpy as np
 from scipy import special
 from scipy.special import logsumexp
 
+from .calibration import InfeasibleTarget, calibrate_parameter
+from .rdp import rdp_to_epsilon
+
 #: Opacus' RDPAccountant.DEFAULT_ALPHAS
 OPACUS_ALPHAS = np.array([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)), dtype=np.float64)
 MAX_SIGMA = 1e6  # as in Opacus' get_noise_multiplier
+MIN_SIGMA = 1e-3
 
 
 def _log_a_int(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
@@ -86,45 +91,36 @@ def subsampled_gaussian_rdp(q: float, sigma: float, alphas: np.ndarray) -> np.nd
 
 def gaussian_epsilon_rdp(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
                          alphas: np.ndarray = OPACUS_ALPHAS) -> tuple[float, float]:
-    """(epsilon, best order) as Opacus' RDPAccountant.get_privacy_spent computes it."""
+    """(epsilon, best order) of T Poisson-subsampled Gaussian steps over Opacus' orders: the RDP above, converted
+    by the suite's one conversion (``rdp.rdp_to_epsilon``, the formula of Opacus' ``get_privacy_spent``)."""
     rdp = steps * subsampled_gaussian_rdp(sampling_rate, noise_multiplier, alphas)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        eps = rdp - (np.log(delta) + np.log(alphas)) / (alphas - 1) + np.log((alphas - 1) / alphas)
-    if np.isnan(eps).all():
-        return math.inf, math.nan
-    k = int(np.nanargmin(eps))
-    return float(eps[k]), float(alphas[k])
+    return rdp_to_epsilon(alphas, rdp, delta)
 
 
-def gaussian_noise_multiplier_rdp(*, epsilon: float, delta: float, sampling_rate: float, steps: int,
-                                  epsilon_tolerance: float = 0.01) -> float:
-    """Opacus' ``get_noise_multiplier`` (RDP accountant), step for step: double, then bisect to tolerance."""
+def gaussian_epsilon_floor(*, delta: float, alphas: np.ndarray = OPACUS_ALPHAS) -> float:
+    """The epsilon that no finite noise reaches: the conversion of zero RDP over the orders (sigma -> infinity)."""
+    return rdp_to_epsilon(alphas, np.zeros_like(alphas), delta)[0]
 
+
+def gaussian_noise_multiplier_rdp(*, epsilon: float, delta: float, sampling_rate: float, steps: int) -> float:
+    """The smallest sigma whose T Poisson-subsampled Gaussian steps reach at most ``epsilon`` (RDP accountant),
+    found by the suite's one calibration search."""
+    what = f"the subsampled Gaussian at q={sampling_rate:g}, T={steps}, delta={delta:g}"
+    floor = gaussian_epsilon_floor(delta=delta)
+    if epsilon <= floor:
+        raise InfeasibleTarget(epsilon, floor, what)
     integer_alphas = OPACUS_ALPHAS[np.equal(np.floor(OPACUS_ALPHAS), OPACUS_ALPHAS)]
 
     def eps_of(sigma: float) -> float:
-        # Every decision below compares eps with epsilon or epsilon - tolerance. The bound from the integer orders
-        # alone is >= the exact eps (a minimum over fewer orders), so when it is already below
-        # epsilon - tolerance every comparison comes out as with the exact value, which is then not needed
-        # (it is costly at large sigma, where the fractional series is long).
+        # The bound from the integer orders alone is >= the exact eps (a minimum over fewer orders). Where it
+        # already meets the target, so does the exact value, and the search only needs the side: the costly
+        # fractional series (long at large sigma) is skipped there. Where the bound does not meet it, the
+        # exact value decides, so the crossing found is the exact one.
         bound = gaussian_epsilon_rdp(noise_multiplier=sigma, sampling_rate=sampling_rate, steps=steps, delta=delta,
                                      alphas=integer_alphas)[0]
-        if bound < epsilon - epsilon_tolerance:
+        if bound <= epsilon:
             return bound
         return gaussian_epsilon_rdp(noise_multiplier=sigma, sampling_rate=sampling_rate, steps=steps, delta=delta)[0]
 
-    eps_high = math.inf
-    sigma_low, sigma_high = 0.0, 10.0
-    while eps_high > epsilon:
-        sigma_high = 2 * sigma_high
-        eps_high = eps_of(sigma_high)
-        if sigma_high > MAX_SIGMA:
-            raise ValueError("The privacy budget is too low.")
-    while epsilon - eps_high > epsilon_tolerance:
-        sigma = (sigma_low + sigma_high) / 2
-        eps = eps_of(sigma)
-        if eps < epsilon:
-            sigma_high, eps_high = sigma, eps
-        else:
-            sigma_low = sigma
-    return sigma_high
+    return calibrate_parameter(eps_of, epsilon, low=MIN_SIGMA, high=MAX_SIGMA, increasing=False, what=what,
+                               start=1.0, xtol=1e-12, rtol=1e-9)

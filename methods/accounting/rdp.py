@@ -1,4 +1,4 @@
-"""Rényi-DP accounting as small pure functions (REFERENCE.md §1).
+"""Rényi-DP accounting as small pure functions (THEORY.md, "Rényi DP and its conversion").
 
 Every function here is vectorised over Rényi orders: it takes an integer array of orders and returns an
 array of the same shape, with ``inf`` where an order is not valid. Nothing here holds state.

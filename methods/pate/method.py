@@ -1,4 +1,4 @@
-"""PATE as a plug-in (Papernot et al. 2018; seed 003; REFERENCE.md §3).
+"""PATE as a plug-in (Papernot et al. 2018; THEORY.md, "PATE").
 
 Its shape differs from the step methods: teachers on disjoint parts of the private training set -> noisy
 aggregated labels for public unlabeled inputs -> a student trained on those labels. It runs its own loop
@@ -12,13 +12,14 @@ private training set's inputs *and* labels.
 The formal claim is the data-independent bound: every query pays the threshold check (lambda / (2 sigma1^2))
 and at most every query pays a GNMax answer (lambda / sigma2^2), composed over the queries. With
 ``calibrate`` the two sigmas are scaled together (their ratio kept) so that this bound meets the matched
-epsilon. The data-dependent bound (Theorem 6 per query, min with the data-independent one) is logged only
+epsilon; ``calibrate`` never changes the options, so calibrating twice gives the same sigmas. The ledger
+``epsilon_spent(k)`` is the data-independent bound of the first k queries (before they are asked, all k count as
+answered). The data-dependent bound (Theorem 6 per query, min with the data-independent one) is logged only
 after sanitisation by smooth sensitivity (smooth_sensitivity.py).
 """
 
 from __future__ import annotations
 
-import copy
 import math
 import time
 from typing import Any
@@ -31,8 +32,8 @@ from torch import nn
 from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
 
-from ..accounting import InfeasibleTarget, rdp_to_epsilon
-from ..base import Calibration, FitOutput, Method, PrivacyClaim
+from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon
+from ..base import Calibration, FitContext, FitOutput, Method, PrivacyClaim
 from . import aggregators, analysis
 from .smooth_sensitivity import sanitise, smooth_sensitivity
 from .teachers import train_teachers
@@ -68,48 +69,46 @@ class PATE(Method):
         for k in ("sigma1", "sigma2"):
             if not (isinstance(o[k], (int, float)) and o[k] > 0):
                 raise ConfigError(f"{k}={o[k]!r} is not allowed: it must be a number > 0")
-        self.sigma1 = float(o["sigma1"]) if o["aggregator"] != "gnmax" else None
-        self.sigma2 = float(o["sigma2"])
+        #: the sigmas as given; the calibrated ones live in ``calibration.noise``
+        self.base_sigma1 = float(o["sigma1"]) if o["aggregator"] != "gnmax" else None
+        self.base_sigma2 = float(o["sigma2"])
         self.asked = 0
-        self.answered = 0
+        self.paid: np.ndarray | None = None  # which asked queries paid for a GNMax answer, after fit
 
     # --- privacy -------------------------------------------------------------------------------------------
+    @property
+    def sigma1(self) -> float | None:
+        return self._need_calibration()[1].noise.get("sigma1")
+
+    @property
+    def sigma2(self) -> float:
+        return self._need_calibration()[1].noise["sigma2"]
+
     def _eps_di(self, scale: float, delta: float) -> tuple[float, float]:
         q = self.options["queries"]
-        rdp = data_independent_rdp(queries=q, answers=q, sigma1=None if self.sigma1 is None else self.sigma1 * scale,
-                                   sigma2=self.sigma2 * scale)
+        s1 = None if self.base_sigma1 is None else self.base_sigma1 * scale
+        rdp = data_independent_rdp(queries=q, answers=q, sigma1=s1, sigma2=self.base_sigma2 * scale)
         return rdp_to_epsilon(analysis.ORDERS, rdp, delta)
 
-    def calibrate(self, spec: PrivacySpec) -> Calibration:
-        from scipy.optimize import brentq
-
-        t0 = time.perf_counter()
+    def noise_for(self, spec: PrivacySpec) -> Calibration:
         scale = 1.0
         if self.options["calibrate"] and math.isfinite(spec.epsilon):
-            f = lambda s: self._eps_di(s, spec.delta)[0] - spec.epsilon  # noqa: E731 - decreasing in s
-            lo, hi = 1e-3, 1.0
-            while f(hi) > 0:
-                hi *= 2
-                if hi > 1e6:
-                    raise ConfigError(str(InfeasibleTarget(spec.epsilon, 0.0, "pate")))
-            while f(lo) < 0:
-                lo /= 2
-            scale = brentq(f, lo, hi, xtol=1e-12)
-            while f(scale) > 0:
-                scale *= 1 + 1e-9
-        if self.sigma1 is not None:
-            self.sigma1 *= scale
-        self.sigma2 *= scale
-        eps, order = self._eps_di(1.0, spec.delta)
+            what = f"pate with {self.options['queries']} queries at delta={spec.delta:g}"
+            try:  # the data-independent epsilon decreases as both sigmas grow by a common scale
+                scale = calibrate_parameter(lambda s: self._eps_di(s, spec.delta)[0], spec.epsilon, low=1e-6,
+                                            high=1e6, increasing=False, what=what, start=1.0, xtol=1e-12, rtol=1e-12)
+            except InfeasibleTarget as err:
+                raise ConfigError(str(err)) from None
+        eps, order = self._eps_di(scale, spec.delta)
         if eps > spec.epsilon * (1 + 1e-9):
             raise ConfigError(f"epsilon={spec.epsilon:g} is below what these sigmas guarantee with calibrate=false: "
                               f"the data-independent bound is {eps:.4g} (raise the target or calibrate=true)")
-        self.spec = spec
-        noise = {"sigma2": self.sigma2, **({"sigma1": self.sigma1} if self.sigma1 is not None else {})}
-        self.calibration = Calibration(noise=noise, epsilon=eps, order=order, seconds=time.perf_counter() - t0,
-                                       details={"noise_scale": scale, "queries": self.options["queries"],
-                                                "threshold": self.options["threshold"]})
-        return self.calibration
+        noise = {"sigma2": self.base_sigma2 * scale}
+        if self.base_sigma1 is not None:
+            noise["sigma1"] = self.base_sigma1 * scale
+        return Calibration(noise=noise, epsilon=eps, order=order,
+                           details={"noise_scale": scale, "queries": self.options["queries"],
+                                    "threshold": self.options["threshold"]})
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
@@ -122,19 +121,23 @@ class PATE(Method):
         )
 
     def epsilon_spent(self, steps_done: int) -> float:
+        """The data-independent epsilon of the first ``steps_done`` queries: each pays the threshold check, and
+        each that was answered pays a GNMax answer (before ``fit`` has asked them, every one counts as answered)."""
         spec, _ = self._need_calibration()
-        if self.asked == 0:
+        k = max(0, int(steps_done))
+        if k == 0:
             return 0.0
-        rdp = data_independent_rdp(queries=self.asked, answers=self.answered, sigma1=self.sigma1, sigma2=self.sigma2)
+        answers = k if self.paid is None else int(self.paid[:k].sum())
+        rdp = data_independent_rdp(queries=k, answers=answers, sigma1=self.sigma1, sigma2=self.sigma2)
         return rdp_to_epsilon(analysis.ORDERS, rdp, spec.delta)[0]
 
     # --- the loop ------------------------------------------------------------------------------------------
-    def fit(self, prepared, report) -> FitOutput:
+    def fit(self, context: FitContext) -> FitOutput:
         o = self.options
-        data, config, device = prepared.data, prepared.config, prepared.device
+        data, device = context.data, context.device
         spec, _ = self._need_calibration()
-        g = torch.Generator().manual_seed(config.seed)
-        rng = np.random.default_rng(config.seed)
+        g = torch.Generator().manual_seed(context.seed)
+        rng = np.random.default_rng(context.seed)
         metrics: dict[str, float] = {}
 
         # public split of the test set (fixed, seed-independent)
@@ -154,7 +157,7 @@ class PATE(Method):
         y_parts = data.y_train[order].view(m, per)
         info = data.info
 
-        torch.manual_seed(config.seed)
+        torch.manual_seed(context.seed)
         ensemble = train_teachers(x_parts, y_parts, num_classes=info.num_classes, width=o["teacher_width"],
                                   epochs=o["teacher_epochs"], batch_size=max(1, min(32, per // 4)),
                                   lr=o["teacher_lr"], momentum=0.9, generator=g)
@@ -164,7 +167,7 @@ class PATE(Method):
         metrics["teacher_examples_each"] = per
         metrics["teacher_mean_accuracy"] = float((preds_eval == y_eval.view(1, -1)).float().mean())
         metrics["teacher_throughput_examples_per_s"] = m * per * o["teacher_epochs"] / metrics["time_teachers_s"]
-        report(1, {"teacher_mean_accuracy": metrics["teacher_mean_accuracy"], "epoch_time_s": metrics["time_teachers_s"]})
+        context.report({"teacher_mean_accuracy": metrics["teacher_mean_accuracy"], "epoch_time_s": metrics["time_teachers_s"]})
 
         # votes on the queries
         t0 = time.perf_counter()
@@ -186,7 +189,7 @@ class PATE(Method):
         else:
             half = q // 2
             l1, p1 = aggregators.confident_gnmax(votes[:half], o["threshold"], self.sigma1, self.sigma2, rng)
-            first = self._train_student(prepared, x_q[:half][torch.from_numpy(l1 >= 0)],
+            first = self._train_student(context, x_q[:half][torch.from_numpy(l1 >= 0)],
                                         torch.from_numpy(l1[l1 >= 0]).to(device), g)
             with torch.no_grad():
                 probs = torch.softmax(first(x_q[half:]), 1).cpu().numpy()
@@ -195,7 +198,7 @@ class PATE(Method):
             labels, paid = np.concatenate([l1, l2]), np.concatenate([p1, p2])
             check_seen = np.concatenate([votes[:half].max(axis=1), seen2])
         metrics["time_aggregation_s"] = time.perf_counter() - t0
-        self.asked, self.answered = q, int(paid.sum())
+        self.asked, self.paid = q, np.asarray(paid, dtype=bool)
         have = labels >= 0
         metrics["queries_asked"] = q
         metrics["queries_answered"] = int(paid.sum())
@@ -204,7 +207,7 @@ class PATE(Method):
 
         # accounting: data-independent (the claim) and data-dependent (sanitised before it is logged)
         t0 = time.perf_counter()
-        metrics["epsilon_data_independent"] = self.epsilon_spent(0)
+        metrics["epsilon_data_independent"] = self.epsilon_spent(q)
         dd = np.zeros_like(analysis.ORDERS)
         for i in range(q):
             if self.sigma1 is not None:
@@ -229,13 +232,13 @@ class PATE(Method):
         # the student on the answered queries
         t0 = time.perf_counter()
         sel = torch.from_numpy(have).to(device)
-        student = self._train_student(prepared, x_q[sel], torch.from_numpy(labels[have]).to(device), g)
+        student = self._train_student(context, x_q[sel], torch.from_numpy(labels[have]).to(device), g)
         metrics["time_student_s"] = time.perf_counter() - t0
-        return FitOutput(student, x_eval, y_eval, metrics)
+        return FitOutput(student, x_eval, y_eval, steps=q, metrics=metrics)
 
-    def _train_student(self, prepared, x: torch.Tensor, y: torch.Tensor, g: torch.Generator) -> nn.Module:
-        model, optimizer = copy.deepcopy(prepared.model), None
-        optimizer = type(prepared.optimizer)(model.parameters(), **prepared.optimizer.defaults)
+    def _train_student(self, context: FitContext, x: torch.Tensor, y: torch.Tensor, g: torch.Generator) -> nn.Module:
+        model = context.new_model()
+        optimizer = context.new_optimizer(model.parameters())
         model.train()
         n = x.shape[0]
         if n == 0:

@@ -1,0 +1,42 @@
+"""The names a run is stored under in MLflow: one module for the writers (harness, tracker, audit) and the readers
+(sweep, reports), so a renamed tag or metric cannot split them."""
+
+from __future__ import annotations
+
+# --- tags --------------------------------------------------------------------------------------------------
+TAG_METHOD = "method"
+TAG_DATASET = "dataset"
+TAG_PRESET = "preset"
+TAG_MODEL = "model"
+TAG_SEED = "seed"
+TAG_NORM = "norm"
+TAG_MATCH_KEY = "match_key"  # runs at the same (dataset, epsilon, delta, q, T) are compared
+TAG_CONFIG_KEY = "config_key"  # two runs with the same key are the same run
+TAG_KIND = "kind"  # "audit" for audit runs; absent for training runs
+KIND_AUDIT = "audit"
+TAG_AUDIT_OF = "audit_of_match_key"
+TAG_AUDIT_BEST_SCORE = "audit_best_score"
+TAG_CANARY_KIND = "canary_kind"
+TAG_PATTERN_SCALE = "pattern_scale"
+TAG_PRIVACY_MECHANISM = "privacy.mechanism"
+TAG_PRIVACY_PROTECTS = "privacy.protects"
+TAG_PRIVACY_SCOPE = "privacy.scope"
+TAG_PRIVACY_NEEDS_PUBLIC_DATA = "privacy.needs_public_data"
+
+# --- params (RunConfig.flat() names, and what the harness adds) ----------------------------------------------
+PARAM_MODEL = "model"
+PARAM_EPSILON = "privacy.epsilon"
+PARAM_DELTA = "privacy.delta"
+PARAM_SAMPLING_RATE = "privacy.sampling_rate"
+PARAM_STEPS = "privacy.steps"
+
+# --- metrics -------------------------------------------------------------------------------------------------
+METRIC_FINAL_TEST_ACCURACY = "final_test_accuracy"
+METRIC_MEDIAN_EPOCH_TIME = "median_epoch_time_s"
+METRIC_PEAK_MEMORY = "peak_memory_mb"
+METRIC_FINAL_EPSILON_SPENT = "final_epsilon_spent"
+METRIC_EPSILON_SPENT = "epsilon_spent"
+METRIC_EPSILON_LB = "epsilon_lb"
+METRIC_EPSILON_LB_CEILING = "epsilon_lb_ceiling"
+METRIC_AUDIT_GUESSES = "audit_guesses"
+METRIC_AUDIT_CORRECT = "audit_correct"

@@ -29,7 +29,7 @@ def _option_value(text: str) -> Any:
 
 
 def parse_options(items: list[str] | None, methods: list[str]) -> dict[str, dict[str, Any]]:
-    """``--option alpha=2`` (every listed method that has it) or ``--option dirichlet_softmax.alpha=2``."""
+    """``--option NAME=VALUE`` (every listed method that has it) or ``--option METHOD.NAME=VALUE``."""
     from inputdp.methods import METHODS
 
     out: dict[str, dict[str, Any]] = {}

@@ -2,7 +2,7 @@
 
 - ``smoke``: seconds; 2,000 training examples, a tiny CNN. For tests.
 - ``cpu``: the full MNIST / Fashion-MNIST training set, the small CNN, minutes per method on 2 cores.
-- ``paper``: the paper's Section 4.1.2 configurations exactly (REFERENCE.md §1).
+- ``paper``: the main paper's Section 4.1.2 configurations exactly (THEORY.md, "Dirichlet-softmax").
 """
 
 from __future__ import annotations

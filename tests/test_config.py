@@ -88,3 +88,18 @@ def test_perf_flags_are_apart_from_the_run():
     assert "device" not in _config().to_dict()
     with pytest.raises(ConfigError, match="device"):
         PerfFlags(device="tpu")
+
+
+def test_presets_are_immutable_and_share_no_state():
+    from inputdp.benchmarks.presets import PRESETS
+
+    paper = PRESETS.get("paper")
+    mnist, cifar = paper.settings("mnist"), paper.settings("cifar10")
+    with pytest.raises(TypeError):
+        mnist.method_options["dirichlet_softmax"]["alpha"] = 2.0  # type: ignore[index]
+    with pytest.raises(TypeError):
+        mnist.method_options["dpsgd"] = {}  # type: ignore[index]
+    with pytest.raises(TypeError):
+        paper.per_dataset["mnist"] = cifar  # type: ignore[index]
+    assert mnist.method_options["dirichlet_softmax"] is not cifar.method_options["dirichlet_softmax"]
+    assert cifar.method_options["dirichlet_softmax"]["alpha"] == 3.0

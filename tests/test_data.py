@@ -1,4 +1,4 @@
-"""Data: real MNIST from ../shared/data, and small files in the exact on-disk formats for the others."""
+"""Data: real MNIST from $INPUTDP_SHARED_DATA, and small files in the exact on-disk formats for the others."""
 
 from __future__ import annotations
 

@@ -30,7 +30,8 @@ def test_run_logs_params_tags_and_epoch_metrics(shared_data, tmp_path):
     for key in ("loss", "train_accuracy", "test_accuracy", "epsilon_spent"):
         assert len(c.get_metric_history(r.info.run_id, key)) == 2
     assert r.data.metrics["final_test_accuracy"] == pytest.approx(result.metrics["final_test_accuracy"])
-    assert r.data.metrics["peak_memory_mb"] > 0 and r.data.metrics["final_epsilon_spent"] <= 2.0
+    assert r.data.metrics["peak_memory_mb"] > 0
+    assert r.data.metrics["final_epsilon_spent"] == pytest.approx(result.calibration.epsilon, rel=1e-12)
 
 
 def test_sweep_skips_finished_and_reruns_unfinished(shared_data, tmp_path):

@@ -5,9 +5,11 @@ from __future__ import annotations
 import math
 
 import pytest
+import torch
 
 from inputdp.benchmarks.config import PerfFlags, PrivacySpec
 from inputdp.benchmarks.harness import run
+from inputdp.datasets import load_tensor_data
 from inputdp.methods import METHODS, create_method
 from inputdp.methods.base import Method, PrivacyClaim
 
@@ -28,10 +30,25 @@ def test_registered_and_lazy(name):
 
 
 def test_registry_refuses_duplicates():
+    from inputdp.benchmarks.errors import ConfigError
     from inputdp.methods import register_method
 
-    with pytest.raises(ValueError, match="already registered"):
+    with pytest.raises(ConfigError, match="already registered"):
         register_method(METHODS.get(NAMES[0]))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_calibrate_is_idempotent(name):
+    """Calibrating again, or for another budget first, gives what one call on a fresh instance gives."""
+    one = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=256 / 60000, steps=2340)
+    four = PrivacySpec(epsilon=4.0, delta=1e-5, sampling_rate=256 / 60000, steps=2340)
+    method = create_method(name)
+    method.calibrate(one)
+    method.calibrate(four)
+    again = method.calibrate(one)
+    fresh = create_method(name).calibrate(one)
+    assert dict(again.noise) == dict(fresh.noise) and dict(again.details) == dict(fresh.details)
+    assert again.epsilon == fresh.epsilon and method.spec == one
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -42,12 +59,14 @@ def test_calibration_round_trip(name, epsilon):
     cal = method.calibrate(spec)
     claim = method.claim()
     assert isinstance(claim, PrivacyClaim) and claim.scope
-    if method.own_loop:  # PATE: the budget is spent by its queries, inside fit()
-        assert method.epsilon_spent(0) == 0.0
+    if method.own_loop:  # PATE: the budget is spent by its queries (claim.steps), inside fit()
         assert cal.epsilon <= epsilon * (1 + 1e-9) and cal.epsilon == pytest.approx(epsilon, rel=0.02)
+        # before fit every query counts as answered: the ledger of all of them is the calibrated bound
+        assert method.epsilon_spent(claim.steps) == pytest.approx(cal.epsilon, rel=1e-12)
+        assert 0.0 == method.epsilon_spent(0) < method.epsilon_spent(claim.steps // 2) < cal.epsilon
         return
     spent = method.epsilon_spent(spec.steps)
-    if name == "nonprivate":
+    if not method.private:
         assert math.isinf(spent) and claim.protects == "nothing"
         return
     assert spent <= epsilon * (1 + 1e-9)
@@ -59,11 +78,21 @@ def test_calibration_round_trip(name, epsilon):
 @pytest.mark.parametrize("name", NAMES)
 def test_one_epoch_smoke_run_and_determinism(name, shared_data):
     config = smoke_config(name, shared_data)
-    a = run(config, QUIET)
+    a = run(config, QUIET, keep_model=True)
     b = run(config, QUIET)
     if name in STEP_METHODS:
         assert a.metrics["epochs"] == 1 and a.metrics["total_steps"] == config.privacy.steps
-    assert 0.0 <= a.metrics["final_test_accuracy"] <= 1.0
+        # the accuracy reported is the returned model's, recomputed here without the harness
+        data = load_tensor_data("mnist", data_dir=config.data_dir, device="cpu", train_examples=config.train_examples,
+                                test_examples=config.test_examples)
+        a.model.eval()
+        with torch.no_grad():
+            correct = sum(int((a.model(data.x_test[i: i + 250]).argmax(1) == data.y_test[i: i + 250]).sum())
+                          for i in range(0, data.x_test.shape[0], 250))
+        assert a.metrics["final_test_accuracy"] == correct / data.x_test.shape[0]
+    if a.claim.epsilon < math.inf:  # the ledger logged is the method's own: a step method spends (nearly) all T steps
+        floor = 0.9 * config.privacy.epsilon if name in STEP_METHODS else 0.0
+        assert floor < a.metrics["final_epsilon_spent"] <= config.privacy.epsilon
     assert math.isfinite(a.epochs[0]["loss"] if "loss" in a.epochs[0] else a.epochs[0]["test_loss"])
     same = {k: v for k, v in a.metrics.items() if not any(t in k for t in TIMING_KEYS)}
     again = {k: v for k, v in b.metrics.items() if not any(t in k for t in TIMING_KEYS)}

@@ -37,7 +37,7 @@ def test_leaderboard_groups_seeds(store):
     row = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 1)].iloc[0]
     accs = train[(train["method"] == "dirichlet_softmax") & (train["epsilon"] == 1)]["test_accuracy"]
     assert row["acc_mean"] == pytest.approx(accs.mean()) and row["acc_std"] == pytest.approx(accs.std(ddof=1))
-    assert row["epsilon_spent"] <= 1.0 and row["threat_model"].startswith("inputs private")
+    assert 0.98 <= row["epsilon_spent"] <= 1.0 and row["threat_model"].startswith("inputs private")
     ref = board[board["method"] == "nonprivate"].iloc[0]
     assert math.isinf(ref["epsilon"]) and ref["time_ratio_to_nonprivate"] == pytest.approx(1.0)
     assert pd.isna(row["audited_epsilon_lb"])  # no audit yet

@@ -5,13 +5,25 @@ from pathlib import Path
 
 import pytest
 
-from inputdp.benchmarks.perf_gates import check
+from inputdp.benchmarks.perf_gates import Gates, check
+
+#: (figure name -> bound, what it is). A figure above its bound fails the gate.
+GATES: Gates = {
+    "dirichlet_over_nonprivate_step": (1.10, "median step time of dirichlet_softmax / nonprivate, cpu-preset model"),
+    "harness_overhead": (0.05, "a full epoch's training time / the sum of its pure training steps - 1"),
+    "dirichlet_calibration_s": (0.050, "one calibration of dirichlet_softmax (seconds)"),
+    "dpsgd_calibration_s": (0.050, "one calibration of dpsgd, RDP accountant (seconds)"),
+}
 
 ROOT = Path(__file__).resolve().parents[2]
 SHARED_DATA = Path(os.environ.get("INPUTDP_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 _FIGURES: dict[str, float] = {}
 _PRINTED: dict[str, float] = {}
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "report: measures and prints figures for the README; gates nothing")
 
 
 @pytest.fixture(scope="session")
@@ -30,7 +42,7 @@ def pytest_terminal_summary(terminalreporter):
     if not _FIGURES and not _PRINTED:
         return
     terminalreporter.section("performance gates (figures measured side by side in this run)")
-    for r in check(_FIGURES):
+    for r in check(_FIGURES, GATES):
         terminalreporter.write_line(r.line())
     for name, value in _PRINTED.items():
         terminalreporter.write_line(f"figure {name}: {value:.4g} (printed, not gated)")

@@ -16,14 +16,14 @@ from inputdp.benchmarks.perf_gates import check, failures
 from inputdp.benchmarks.speed import measure
 from inputdp.benchmarks.sweep import Overrides, build_config
 
-from .conftest import SHARED_DATA
+from .conftest import GATES, SHARED_DATA
 
 QUIET = PerfFlags(device="cpu", progress=False)
 STEP_METHODS = ["nonprivate", "dirichlet_softmax", "dpsgd", "gaussian_penultimate"]
 
 
 def _gate(figures, name):
-    bad = failures([r for r in check(figures) if r.name == name])
+    bad = failures([r for r in check(figures, GATES) if r.name == name])
     assert not bad, bad[0]
 
 
@@ -42,8 +42,9 @@ def test_step_time_cpu_model(benchmark, figures, printed):
     _gate(figures, "dirichlet_over_nonprivate_step")
 
 
+@pytest.mark.report
 def test_step_time_resnet18_small_batch(benchmark, printed):
-    """ResNet-18 (CIFAR shape, batch 16): printed, not gated (a finding on this hardware)."""
+    """ResNet-18 (CIFAR shape, batch 16): a report for the README (a finding on this hardware), not a gate."""
     result = benchmark.pedantic(
         lambda: measure(STEP_METHODS, dataset="cifar10", preset="cpu", model="resnet18", batch_size=16, steps=4,
                         warmup=1, synthetic=True, perf=QUIET), rounds=1, iterations=1)
@@ -102,8 +103,10 @@ def test_harness_overhead(benchmark, figures):
     _gate(figures, "harness_overhead")
 
 
+@pytest.mark.report
 def test_pate_teacher_throughput(benchmark, printed):
-    """Teacher-ensemble training: the grouped ensemble against the same teachers trained one after another."""
+    """Teacher-ensemble training, the grouped ensemble against the same teachers trained one after another: a
+    report, not a gate (the speed-up measured here is about 1.1x, too close to 1 to gate on a noisy machine)."""
     import torch
 
     from inputdp.benchmarks.models import build_model

@@ -1,4 +1,4 @@
-"""PATE's privacy analysis as pure functions (Papernot et al. 2018; REFERENCE.md §3).
+"""PATE's privacy analysis as pure functions (Papernot et al. 2018; THEORY.md, "PATE").
 
 Notation: votes n_j per class for one query, sigma the GNMax noise, lambda the Renyi order. Every function
 works on one query's histogram or is vectorised over orders; composition is a sum over queries.

@@ -1,0 +1,146 @@
+"""The shape of the code, checked: no import cycle, no method named by the harness, citations that resolve."""
+
+from __future__ import annotations
+
+import ast
+import re
+from pathlib import Path
+
+import pytest
+
+from inputdp.methods import METHODS
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = {"benchmarks": "inputdp.benchmarks", "methods": "inputdp.methods", "datasets": "inputdp.datasets",
+            "reports": "inputdp.reports"}
+BUILT_IN = ("nonprivate", "dirichlet", "dpsgd", "pate", "penultimate")
+
+
+def _modules() -> dict[str, Path]:
+    """Every installed module of the project, by import name (perf suite and tests excluded)."""
+    out = {}
+    for folder, package in PACKAGES.items():
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT / folder)
+            if rel.parts[0] == "perf":
+                continue
+            parts = [package, *rel.with_suffix("").parts]
+            if parts[-1] == "__init__":
+                parts = parts[:-1]
+            out[".".join(parts)] = path
+    return out
+
+
+def _imports(name: str, path: Path, modules: dict[str, Path]) -> set[str]:
+    """The project modules ``name`` imports, at any depth of its code (a function-level import is a dependency too)."""
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        targets = []
+        if isinstance(node, ast.Import):
+            targets = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.split(".")
+                anchor = anchor[: len(anchor) - (node.level - 1)]
+                base = ".".join([*anchor, base] if base else anchor)
+            targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+        found.update(t for t in targets if t in modules and t != name)
+    return found
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Strongly connected components with more than one module (Tarjan)."""
+    index, low, stack, on, out, counter = {}, {}, [], set(), [], [0]
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_no_import_cycle():
+    modules = _modules()
+    graph = {name: _imports(name, path, modules) for name, path in modules.items()}
+    assert graph["inputdp.benchmarks.sweep"] >= {"inputdp.benchmarks.executors"}  # the analysis sees imports
+    assert _cycles(graph) == []
+
+
+def test_cycle_finder_finds_a_cycle():
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_harness_names_no_method():
+    """`grep -nE "nonprivate|dirichlet|dpsgd|pate|penultimate" benchmarks/*.py` finds only presets and help text."""
+    pattern = re.compile("|".join([*BUILT_IN, *(re.escape(n) for n in METHODS.names())]))
+    hits = []
+    for path in sorted((ROOT / "benchmarks").glob("*.py")):
+        if path.name == "presets.py":
+            continue
+        for i, line in enumerate(path.read_text().splitlines(), 1):
+            if pattern.search(line) and "help=" not in line:
+                hits.append(f"{path.name}:{i}: {line.strip()}")
+    assert hits == []
+
+
+def _project_text_files() -> list[Path]:
+    files = [ROOT / "README.md", ROOT / "pyproject.toml", ROOT / "tox.ini"]
+    for folder in PACKAGES:
+        files += [p for p in (ROOT / folder).rglob("*") if p.suffix in (".py", ".md", ".csv", ".toml")]
+    return files
+
+
+def test_citations_are_to_files_in_the_repository():
+    """No module, table or README cites the working notes a user's clone does not have."""
+    outside = re.compile(r"REFERENCE\.md|STYLE\.md|\bseeds?/|\bseed 00\d|\.\./shared")
+    hits = [f"{p.relative_to(ROOT)}: {m.group(0)}" for p in _project_text_files()
+            for m in outside.finditer(p.read_text(errors="replace"))]
+    assert hits == []
+
+
+def test_theory_citations_name_its_sections():
+    theory = (ROOT / "methods" / "THEORY.md").read_text()
+    headings = {line.lstrip("#").strip() for line in theory.splitlines() if line.startswith("## ")}
+    cited = {}
+    for path in _project_text_files():
+        if path.name == "THEORY.md":
+            continue
+        text = " ".join(path.read_text(errors="replace").split())
+        for section in re.findall(r'THEORY\.md, "([^"]+)"', text):
+            cited.setdefault(section, path.relative_to(ROOT))
+    assert len(cited) >= 8  # the accountants, calibration, each method, PATE and the audit cite it
+    missing = {s: str(p) for s, p in cited.items() if s not in headings}
+    assert missing == {}
+
+
+@pytest.mark.parametrize("module", ["inputdp.benchmarks.harness", "inputdp.benchmarks.sweep",
+                                    "inputdp.benchmarks.executors", "inputdp.benchmarks.speed"])
+def test_harness_modules_do_not_reach_into_methods_internals(module):
+    """The harness uses the method interface only: no import of a particular method's module."""
+    modules = _modules()
+    deps = _imports(module, modules[module], modules)
+    inner = {d for d in deps if d.startswith("inputdp.methods.") and d not in ("inputdp.methods.base",)}
+    assert inner == set()

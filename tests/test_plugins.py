@@ -42,13 +42,8 @@ def toy_site(tmp_path_factory) -> Path:
     return site
 
 
-def test_installed_plugin_is_listed(toy_site):
-    out = _bench(["list"], toy_site)
-    assert out.returncode == 0, out.stderr
-    assert f"  {TOY_NAME} " in out.stdout and "(plug-in, for tests)" in out.stdout
-
-
-def test_installed_plugin_runs(toy_site, shared_data, tmp_path):
+def test_installed_plugin_is_found_by_a_fresh_interpreter_and_runs(toy_site, shared_data, tmp_path):
+    """`bench run` in a new process, where only the installed entry point can make the name known."""
     out = _bench(["run", "--methods", TOY_NAME, "--dataset", "mnist", "--preset", "smoke", "--epsilons", "2",
                   "--no-progress", "--data-dir", str(shared_data), "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"],
                  toy_site, cwd=tmp_path)
@@ -58,15 +53,41 @@ def test_installed_plugin_runs(toy_site, shared_data, tmp_path):
     assert accuracy > 0.5 and 1.9 < spent <= 2.0  # it learnt, and spent the matched budget
 
 
-def test_installed_plugin_passes_the_contract_tests(toy_site, shared_data):
-    out = subprocess.run([sys.executable, "-m", "pytest", str(ROOT / "tests" / "test_method_contract.py"), "-q",
-                          "-p", "no:cacheprovider", "-k", TOY_NAME],
-                         capture_output=True, text=True, env={**_env(toy_site), "INPUTDP_SHARED_DATA": str(shared_data)},
-                         cwd=ROOT, timeout=600)
-    assert out.returncode == 0, out.stdout[-3000:]
-    summary = out.stdout.strip().splitlines()[-1]
-    assert "passed" in summary and "failed" not in summary and "skipped" not in summary, summary
-    assert int(summary.split()[0]) >= 5  # registration, calibration at 2 epsilons, smoke run, empty batches
+@pytest.fixture
+def toy_registered(toy_site, monkeypatch):
+    """The installed plug-in loaded in this process, through the same entry-point path; unregistered afterwards."""
+    from inputdp.methods import METHODS, load_plugins
+
+    monkeypatch.syspath_prepend(str(toy_site))
+    assert load_plugins() == [TOY_NAME]
+    yield TOY_NAME
+    METHODS._entries.pop(TOY_NAME)
+    for module in [m for m in sys.modules if m.startswith("inputdp_toy_method")]:
+        del sys.modules[module]
+
+
+def test_installed_plugin_is_listed(toy_registered, capsys):
+    from inputdp.benchmarks.cli import main
+
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert f"  {TOY_NAME} " in out and "(plug-in, for tests)" in out
+
+
+def test_installed_plugin_passes_the_contract_tests(toy_registered, shared_data):
+    """The contract every built-in method passes (tests/test_method_contract.py), run on the plug-in."""
+    from . import test_method_contract as contract
+
+    contract.test_registered_and_lazy(TOY_NAME)
+    for epsilon in (1.0, 4.0):
+        contract.test_calibration_round_trip(TOY_NAME, epsilon)
+    contract.test_calibrate_is_idempotent(TOY_NAME)
+    contract.STEP_METHODS.append(TOY_NAME)  # a step method: the smoke run checks its steps and its accuracy
+    try:
+        contract.test_one_epoch_smoke_run_and_determinism(TOY_NAME, shared_data)
+        contract.test_empty_batches_are_handled(TOY_NAME, shared_data)
+    finally:
+        contract.STEP_METHODS.remove(TOY_NAME)
 
 
 def test_no_file_of_the_package_names_the_plugin():
@@ -101,9 +122,12 @@ def test_plugin_with_a_taken_name_is_one_line(tmp_path):
     ("broken = no_such_module_anywhere:INFO", None, "failed to load"),
     ("notinfo = notinfo_plugin:INFO", "INFO = 42\n", "must name a MethodInfo"),
 ])
-def test_plugin_that_does_not_load_is_one_line(tmp_path, entry, module, expected):
+def test_plugin_that_does_not_load_is_one_line(tmp_path, monkeypatch, entry, module, expected):
+    from inputdp.benchmarks.errors import ConfigError
+    from inputdp.methods import load_plugins
+
     name = entry.split(" = ")[1].split(":")[0]
-    site = _fake_distribution(tmp_path, name, entry, module)
-    out = _bench(["run", "--methods", "all", "--dataset", "mnist"], site)
-    lines = out.stderr.strip().splitlines()
-    assert out.returncode == 2 and len(lines) == 1 and expected in lines[0] and "Traceback" not in out.stderr
+    monkeypatch.syspath_prepend(str(_fake_distribution(tmp_path, name, entry, module)))
+    with pytest.raises(ConfigError, match=expected) as err:
+        load_plugins()
+    assert "\n" not in str(err.value) and name in str(err.value)

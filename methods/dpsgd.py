@@ -1,8 +1,9 @@
 """DP-SGD through Opacus: per-example clipping to C, Gaussian noise sigma*C, on the harness's Poisson batches.
 
 The harness's batches are the ones clipped and noised: no Opacus data loader samples a second time, and
-the optimizer averages over the *expected* batch size q*n, as Poisson-sampled DP-SGD requires. sigma comes
-from Opacus' ``get_noise_multiplier`` (RDP or PRV accountant) for the matched (epsilon, delta, q, T).
+the optimizer averages over the *expected* batch size q*n, as Poisson-sampled DP-SGD requires. sigma is the
+smallest noise that Opacus' accountant (RDP or PRV) puts within the matched (epsilon, delta, q, T), found by the
+suite's one calibration search (THEORY.md, "The subsampled Gaussian").
 """
 
 from __future__ import annotations

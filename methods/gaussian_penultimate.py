@@ -12,7 +12,8 @@ layer's width. The exact reading implemented here:
 
 Accounting: each step is a Poisson-subsampled Gaussian mechanism with L2 sensitivity C (an example's
 clipped feature vector present or absent, the same add/remove convention Opacus uses for DP-SGD), so sigma
-comes from Opacus' ``get_noise_multiplier`` for the matched (epsilon, delta, q, T). The width dependence is
+comes from the same subsampled-Gaussian accountant and calibration as DP-SGD for the matched (epsilon, delta, q, T).
+The width dependence is
 the point of the comparison: the noise vector's norm is about sigma*C*sqrt(k) against a signal of norm <= C,
 so the signal-to-noise ratio falls as 1/sqrt(k).
 

@@ -1,4 +1,4 @@
-"""DP-SGD (Opacus) and Gaussian-penultimate: noise levels measured, calibration equal to Opacus'."""
+"""DP-SGD (Opacus) and Gaussian-penultimate: noise levels measured, calibration checked by Opacus' accountant."""
 
 from __future__ import annotations
 

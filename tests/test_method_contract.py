@@ -107,3 +107,25 @@ def test_empty_batches_are_handled(name, shared_data):
     config = smoke_config(name, shared_data, sampling_rate=0.0005, steps=30)
     result = run(config, QUIET)
     assert result.metrics["total_steps"] == 30
+
+
+@pytest.mark.parametrize("name", [n for n in NAMES if METHODS.get(n).load().private])
+@pytest.mark.parametrize("epsilon,side", [(1e-300, "smallest"), (1e300, "largest"), (math.inf, "largest")])
+def test_out_of_range_targets_are_refused_quickly(name, epsilon, side):
+    """A target no noise in range reaches (or one that would only buy the range's limit) is refused with the
+    feasible end named, in bounded time and memory."""
+    import time
+    import tracemalloc
+
+    from inputdp.benchmarks.errors import ConfigError
+
+    spec = PrivacySpec(epsilon=epsilon, delta=1e-5, sampling_rate=0.05, steps=40)
+    tracemalloc.start()
+    t0 = time.perf_counter()
+    try:
+        with pytest.raises(ConfigError, match=f"the {side} feasible epsilon is"):
+            create_method(name).calibrate(spec)
+    finally:
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+    assert time.perf_counter() - t0 < 2.0 and peak < 500 * 2**20

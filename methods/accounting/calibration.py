@@ -17,13 +17,24 @@ MAX_BRACKET_STEPS = 80
 
 
 class InfeasibleTarget(ValueError):
-    """The target epsilon is outside what any parameter in range can reach."""
+    """The target epsilon is outside what any parameter in range can reach: below the floor (the most noise the range
+    allows), or above the ceiling (the least noise it allows, where a larger target would only buy made-up noise)."""
 
-    def __init__(self, target: float, floor: float, what: str):
-        self.target, self.floor = target, floor
-        super().__init__(
-            f"epsilon={target:g} is infeasible for {what}; the smallest feasible epsilon is {_round_up(floor)}"
-        )
+    def __init__(self, target: float, floor: float, what: str, *, ceiling: float | None = None):
+        self.target, self.floor, self.ceiling = target, floor, ceiling
+        if ceiling is None:
+            message = f"epsilon={target:g} is infeasible for {what}; the smallest feasible epsilon is {_round_up(floor)}"
+        else:
+            message = (f"epsilon={target:g} is infeasible for {what}; the largest feasible epsilon is "
+                       f"{_round_down(ceiling)} (for no privacy at all, run the non-private reference)")
+        super().__init__(message)
+
+
+def _round_down(x: float, digits: int = 4) -> str:
+    if not math.isfinite(x) or x <= 0:
+        return f"{x:g}"
+    scale = 10 ** (digits - 1 - math.floor(math.log10(x)))
+    return f"{math.floor(x * scale) / scale:g}"
 
 
 def _round_up(x: float, digits: int = 4) -> str:
@@ -49,8 +60,9 @@ def calibrate_parameter(
 
     ``epsilon_of`` is monotone in p: ``increasing`` (less noise as p grows, e.g. Dirichlet's r: the largest safe p
     is returned) or decreasing (more noise as p grows, e.g. sigma: the smallest safe p is returned). The safe end
-    of the range gives the floor; a target below it raises :class:`InfeasibleTarget` with that floor. If the
-    unsafe end already meets the target, it is returned.
+    of the range gives the floor; a target below it raises :class:`InfeasibleTarget` with that floor. The unsafe end
+    gives the ceiling: a target at or above it (an infinite one included) is refused too, with that ceiling, since
+    the noise returned would be the range's limit, not a calibration.
 
     With ``start`` the bracket is found by doubling (or halving) from ``start``, so the ends of a wide range are
     evaluated only when the crossing lies there; without it both ends are evaluated first.
@@ -60,17 +72,19 @@ def calibrate_parameter(
     def meets(p: float) -> bool:
         return epsilon_of(p) <= target
 
+    if not math.isfinite(target):
+        raise InfeasibleTarget(target, math.nan, what, ceiling=epsilon_of(unsafe_end))
     if start is None:
         floor = epsilon_of(safe_end)
         if floor > target:
             raise InfeasibleTarget(target, floor, what)
         if meets(unsafe_end):
-            return unsafe_end
+            raise InfeasibleTarget(target, floor, what, ceiling=epsilon_of(unsafe_end))
         safe, unsafe = safe_end, unsafe_end
     else:
         safe, unsafe = _bracket(meets, start, safe_end, unsafe_end, epsilon_of, target, what)
         if safe == unsafe:
-            return safe
+            raise InfeasibleTarget(target, math.nan, what, ceiling=epsilon_of(unsafe_end))
     a, b = sorted((safe, unsafe))
     p = brentq(lambda x: epsilon_of(x) - target, a, b, xtol=xtol, rtol=rtol)
     # brentq returns a point within tolerance of the root: step towards the safe side until the target is met.

@@ -16,7 +16,7 @@ from scipy import special
 from scipy.special import logsumexp
 
 from .calibration import InfeasibleTarget, calibrate_parameter
-from .rdp import rdp_to_epsilon
+from .rdp import conversion_term, rdp_to_epsilon
 
 #: Opacus' RDPAccountant.DEFAULT_ALPHAS
 OPACUS_ALPHAS = np.array([1 + x / 10.0 for x in range(1, 100)] + list(range(12, 64)), dtype=np.float64)
@@ -92,8 +92,24 @@ def subsampled_gaussian_rdp(q: float, sigma: float, alphas: np.ndarray) -> np.nd
 def gaussian_epsilon_rdp(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
                          alphas: np.ndarray = OPACUS_ALPHAS) -> tuple[float, float]:
     """(epsilon, best order) of T Poisson-subsampled Gaussian steps over Opacus' orders: the RDP above, converted
-    by the suite's one conversion (``rdp.rdp_to_epsilon``, the formula of Opacus' ``get_privacy_spent``)."""
-    rdp = steps * subsampled_gaussian_rdp(sampling_rate, noise_multiplier, alphas)
+    by the suite's one conversion (``rdp.rdp_to_epsilon``, the formula of Opacus' ``get_privacy_spent``).
+
+    The integer orders are cheap and are computed first. A fractional order is computed only if its conversion term
+    alone (its epsilon at zero RDP) is below the integer orders' epsilon: any other cannot give the minimum, so the
+    result is the same, and the fractional series, whose length grows as sigma^2 log(1/q), is never built where it
+    cannot matter (near the floor, at large sigma, it would take gigabytes).
+    """
+    alphas = np.asarray(alphas, dtype=np.float64)
+    rdp = np.full_like(alphas, np.inf)
+    is_int = np.equal(np.floor(alphas), alphas)
+    if is_int.any():
+        rdp[is_int] = steps * subsampled_gaussian_rdp(sampling_rate, noise_multiplier, alphas[is_int])
+        eps_int = rdp_to_epsilon(alphas[is_int], rdp[is_int], delta)[0]
+    else:
+        eps_int = math.inf
+    wanted = ~is_int & (conversion_term(alphas, delta) < eps_int)
+    if wanted.any():
+        rdp[wanted] = steps * subsampled_gaussian_rdp(sampling_rate, noise_multiplier, alphas[wanted])
     return rdp_to_epsilon(alphas, rdp, delta)
 
 

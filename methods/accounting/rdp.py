@@ -92,6 +92,17 @@ def poisson_subsampled_rdp(q: float, rdp_by_order: np.ndarray) -> np.ndarray:
     return out
 
 
+def conversion_term(orders: np.ndarray, delta: float) -> np.ndarray:
+    """What the conversion adds to the RDP at each order: log((lambda-1)/lambda) - (log(delta) + log(lambda))/(lambda-1).
+
+    Since RDP is >= 0, an order's epsilon is at least this; an order whose term already exceeds an epsilon in hand
+    cannot give the minimum, so an accountant may skip computing its RDP.
+    """
+    orders = np.asarray(orders, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        return np.log1p(-1.0 / orders) - (np.log(delta) + np.log(orders)) / (orders - 1.0)
+
+
 def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[float, float]:
     """Convert RDP to (epsilon, delta)-DP (Canonne, Kamath & Steinke 2020; Balle et al. 2020).
 
@@ -101,7 +112,7 @@ def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[f
     orders = np.asarray(orders, dtype=np.float64)
     rdp = np.asarray(rdp, dtype=np.float64)
     with np.errstate(invalid="ignore", over="ignore"):
-        eps = rdp + np.log1p(-1.0 / orders) - (np.log(delta) + np.log(orders)) / (orders - 1.0)
+        eps = rdp + conversion_term(orders, delta)
     eps = np.where(np.isfinite(rdp), eps, np.inf)
     i = int(np.argmin(eps))
     return float(max(eps[i], 0.0)), float(orders[i])

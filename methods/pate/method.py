@@ -20,7 +20,6 @@ after sanitisation by smooth sensitivity (smooth_sensitivity.py).
 
 from __future__ import annotations
 
-import math
 import time
 from typing import Any
 
@@ -92,7 +91,7 @@ class PATE(Method):
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         scale = 1.0
-        if self.options["calibrate"] and math.isfinite(spec.epsilon):
+        if self.options["calibrate"]:
             what = f"pate with {self.options['queries']} queries at delta={spec.delta:g}"
             try:  # the data-independent epsilon decreases as both sigmas grow by a common scale
                 scale = calibrate_parameter(lambda s: self._eps_di(s, spec.delta)[0], spec.epsilon, low=1e-6,

@@ -40,6 +40,9 @@ def parse_options(items: list[str] | None, methods: list[str]) -> dict[str, dict
         if "." in key:
             method, name = key.split(".", 1)
             METHODS.get(method)
+            if method not in methods:
+                raise ConfigError(f"--option {item!r} is not allowed: {method} is not among the methods of this "
+                                  f"command ({', '.join(methods)}), so it would be ignored")
             targets = [method]
         else:
             name = key
@@ -174,6 +177,15 @@ def cmd_server(args: argparse.Namespace) -> int:
     return 0
 
 
+def _check_store_flags(args: argparse.Namespace) -> None:
+    """An empty experiment or tracking URI would be refused deep inside MLflow, or silently mean the default."""
+    if getattr(args, "experiment", None) is not None and not args.experiment.strip():
+        raise ConfigError(f"--experiment {args.experiment!r} is not allowed: give the experiment a name (default: inputdp)")
+    if getattr(args, "tracking_uri", None) is not None and not args.tracking_uri.strip():
+        raise ConfigError(f"--tracking-uri {args.tracking_uri!r} is not allowed: leave the flag out for sqlite:///mlflow.db "
+                          "here, or give sqlite:///FILE or http://HOST:PORT")
+
+
 def cmd_audit(args: argparse.Namespace) -> int:
     from . import names
     from .audit import PATTERN_SCALE, SCORES, audit, check_arguments
@@ -181,7 +193,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from .sweep import Overrides, build_config, resolve_methods
     from .tracking import MLflowTracker
 
-    (method,) = resolve_methods(args.method)
+    chosen = resolve_methods(args.method)
+    if len(chosen) != 1:
+        raise ConfigError(f"--method {args.method!r} is not allowed: an audit is of one method; choose one of "
+                          f"{', '.join(chosen) if args.method == 'all' else 'the registered methods'}")
+    (method,) = chosen
     config = build_config(method=method, dataset=args.dataset, preset=args.preset, epsilon=args.epsilon,
                           seed=args.seed, overrides=Overrides(epochs=args.epochs, data_dir=args.data_dir,
                                                               method_options=parse_options(args.option, [method])))
@@ -213,12 +229,18 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from inputdp.reports.leaderboard import leaderboard, load_runs, tidy, write_report
 
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {args.out!r} is not allowed: it is a file; give a folder (made if missing)")
     runs = load_runs(args.tracking_uri, args.experiment)
     train, audits = tidy(runs)
     if train.empty:
         raise ConfigError(f"no finished runs in experiment {args.experiment!r} of the store: run `bench run` first")
     board = leaderboard(train, audits)
-    files = write_report(board, Path(args.out), stamp=args.stamp)
+    try:
+        files = write_report(board, out, stamp=args.stamp)
+    except OSError as err:
+        raise ConfigError(f"--out {args.out!r} cannot be written: {err.strerror or err}") from None
     print(f"{len(train)} runs, {len(board)} leaderboard rows")
     for f in (files.markdown, files.csv, files.html, *files.plots):
         print(f"wrote {f}")
@@ -387,6 +409,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
+        _check_store_flags(args)
         return COMMANDS[args.command](args)
     except ConfigError as err:
         sys.stderr.write(f"bench: error: {' '.join(str(err).split())}\n")

@@ -20,6 +20,10 @@ from typing import Any
 from .errors import ConfigError
 
 OPTIMIZERS = ("sgd", "adam")
+#: the most steps a run may take (about a year of 1 ms steps): beyond it T is a typo, not a plan
+MAX_STEPS = 10**10
+#: seeds must fit every generator that is seeded from them (torch takes 64 bits)
+MAX_SEED = 2**63 - 1
 NORMS = ("auto", "group", "batch", "none")
 
 
@@ -51,8 +55,8 @@ class PrivacySpec:
                f"delta={self.delta!r} is not allowed: delta must be in (0, 1)")
         _check(_is_number(self.sampling_rate) and 0.0 < self.sampling_rate <= 1.0,
                f"sampling rate q={self.sampling_rate!r} is not allowed: q must be in (0, 1]")
-        _check(isinstance(self.steps, int) and not isinstance(self.steps, bool) and self.steps >= 1,
-               f"steps T={self.steps!r} is not allowed: T must be an integer >= 1")
+        _check(isinstance(self.steps, int) and not isinstance(self.steps, bool) and 1 <= self.steps <= MAX_STEPS,
+               f"steps T={self.steps!r} is not allowed: T must be an integer in [1, {MAX_STEPS:.0e}]")
 
     def check_delta_for(self, n: int) -> None:
         """delta must be below 1/n, or a mechanism that publishes one record in the clear would pass."""
@@ -99,8 +103,8 @@ class RunConfig:
                f"momentum={self.momentum!r} is not allowed: momentum must be in [0, 1)")
         _check(_is_number(self.weight_decay) and self.weight_decay >= 0,
                f"weight_decay={self.weight_decay!r} is not allowed: it must be >= 0")
-        _check(isinstance(self.seed, int) and self.seed >= 0,
-               f"seed={self.seed!r} is not allowed: seeds are integers >= 0")
+        _check(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
+               f"seed={self.seed!r} is not allowed: seeds are integers in [0, 2**63 - 1]")
         _check(self.norm in NORMS, f"norm={self.norm!r} is not allowed: choose one of {', '.join(NORMS)}")
         for name in ("train_examples", "test_examples", "model_width", "lr_warmup_steps"):
             v = getattr(self, name)

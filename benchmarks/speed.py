@@ -68,6 +68,8 @@ def measure(
         raise ConfigError(f"batch-size={batch_size!r} is not allowed: it must be an integer >= 1")
     if not (isinstance(steps, int) and steps >= 1):
         raise ConfigError(f"steps={steps!r} is not allowed: it must be an integer >= 1")
+    if not (isinstance(warmup, int) and warmup >= 0):
+        raise ConfigError(f"warmup={warmup!r} is not allowed: it must be an integer >= 0")
     data, source = _data(dataset, data_dir, device, synthetic, max(4 * batch_size, 2048))
     prepared: dict[str, Prepared] = {}
     for n in names:

@@ -46,7 +46,29 @@ BAD = [
     (["audit", "--method", "dpsgd", "--dataset", "mnist", "--score", "vibes"], "vibes"),
     (["audit", "--method", "dpsgd", "--dataset", "mnist", "--canaries", "1"], "canaries=1"),
     (["audit", "--method", "sgd", "--dataset", "mnist"], "sgd"),
+    (["audit", "--method", "all", "--dataset", "mnist"], "an audit is of one method"),
+    (["audit", "--method", "dpsgd,nonprivate", "--dataset", "mnist"], "an audit is of one method"),
+    (["run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--option", "dpsgd.max_grad_norm=1"],
+     "would be ignored"),
+    (["run", "--methods", "nonprivate", "--dataset", "mnist", "--experiment", ""], "--experiment ''"),
+    (["run", "--methods", "nonprivate", "--dataset", "mnist", "--tracking-uri", ""], "--tracking-uri ''"),
+    (["report", "--experiment", " "], "--experiment ' '"),
+    (["run", "--methods", "nonprivate", "--dataset", "mnist", "--seeds", "100000000000000000000000"], "2**63 - 1"),
+    (["run", "--methods", "nonprivate", "--dataset", "mnist", "--steps", "100000000000000000000"], "T must be"),
+    (["speed", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--warmup", "-5", "--synthetic"], "warmup=-5"),
+    (["calibrate", "--method", "dpsgd", "--epsilon", "inf", "--delta", "1e-5", "--sampling-rate", "0.05", "--steps",
+      "40"], "largest feasible epsilon"),
+    (["calibrate", "--method", "dpsgd", "--epsilon", "1e300", "--delta", "1e-5", "--sampling-rate", "0.05", "--steps",
+      "40"], "largest feasible epsilon"),
 ]
+
+
+def test_report_out_on_a_file_is_one_line(tmp_path, capsys):
+    target = tmp_path / "a-file"
+    target.write_text("x")
+    assert main(["report", "--out", str(target)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "is a file" in err and target.read_text() == "x"
 
 
 @pytest.mark.parametrize("argv,needle", BAD, ids=[" ".join(a[1:5]) for a, _ in BAD])

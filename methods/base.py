@@ -131,9 +131,7 @@ class Method(ABC):
         another spec, gives what one call on a fresh instance gives.
         """
         t0 = time.perf_counter()
-        calibration = self.noise_for(spec)
-        if not calibration.seconds:
-            calibration = replace(calibration, seconds=time.perf_counter() - t0)
+        calibration = replace(self.noise_for(spec), seconds=time.perf_counter() - t0)
         self.spec, self.calibration = spec, calibration
         return calibration
 

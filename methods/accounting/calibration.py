@@ -12,9 +12,6 @@ from collections.abc import Callable
 
 from scipy.optimize import brentq
 
-#: how far a bracket search may double or halve before it gives up on a range
-MAX_BRACKET_STEPS = 80
-
 
 class InfeasibleTarget(ValueError):
     """The target epsilon is outside what any parameter in range can reach: below the floor (the most noise the range
@@ -87,43 +84,35 @@ def calibrate_parameter(
             raise InfeasibleTarget(target, math.nan, what, ceiling=epsilon_of(unsafe_end))
     a, b = sorted((safe, unsafe))
     p = brentq(lambda x: epsilon_of(x) - target, a, b, xtol=xtol, rtol=rtol)
-    # brentq returns a point within tolerance of the root: step towards the safe side until the target is met.
+    # brentq returns a point within tolerance of the root: step towards the safe side until the target is met
+    # (the step doubles, so this ends within a few tries, at the latest on the safe end of the bracket).
     step = max(xtol, abs(p) * rtol) * 4
-    direction = -1.0 if increasing else 1.0
-    for _ in range(10_000):
-        if meets(p):
-            return p
-        p += direction * step
+    while not meets(p):
+        p = min(p + step, safe) if safe > p else max(p - step, safe)
         step *= 2
-    return safe
+    return p
 
 
 def _bracket(meets, start: float, safe_end: float, unsafe_end: float, epsilon_of, target: float,
              what: str) -> tuple[float, float]:
-    """(safe, unsafe) points around the crossing, found geometrically from ``start``; (p, p) if the unsafe end is
-    itself safe (then p is that end)."""
-    towards_safe = 2.0 if safe_end > start else 0.5
+    """(safe, unsafe) points around the crossing, walking geometrically (x2 or /2) from ``start`` within the range;
+    (p, p) if the walk reaches the unsafe end and it still meets the target."""
+
+    def walk(p: float, end: float) -> float:  # one geometric step towards ``end``, never past it
+        q = p * 2.0 if end > p else p / 2.0
+        return min(q, end) if end > p else max(q, end)
+
     p = min(max(start, min(safe_end, unsafe_end)), max(safe_end, unsafe_end))
     if meets(p):
-        safe = p
-        for _ in range(MAX_BRACKET_STEPS):
-            q = p / towards_safe
-            if (q - unsafe_end) * (p - unsafe_end) <= 0 or q == unsafe_end:
-                q = unsafe_end
+        while p != unsafe_end:
+            q = walk(p, unsafe_end)
             if not meets(q):
-                return safe, q
-            if q == unsafe_end:
-                return q, q
-            safe = p = q
-        return safe, safe
-    unsafe = p
-    for _ in range(MAX_BRACKET_STEPS):
-        q = p * towards_safe
-        if (q - safe_end) * (p - safe_end) <= 0 or q == safe_end:
-            q = safe_end
+                return p, q
+            p = q
+        return p, p
+    while p != safe_end:
+        q = walk(p, safe_end)
         if meets(q):
-            return q, unsafe
-        if q == safe_end:
-            raise InfeasibleTarget(target, epsilon_of(safe_end), what)
-        unsafe = p = q
-    raise InfeasibleTarget(target, epsilon_of(p), what)
+            return q, p
+        p = q
+    raise InfeasibleTarget(target, epsilon_of(safe_end), what)

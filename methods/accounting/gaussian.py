@@ -15,7 +15,7 @@ import numpy as np
 from scipy import special
 from scipy.special import logsumexp
 
-from .calibration import InfeasibleTarget, calibrate_parameter
+from .calibration import calibrate_parameter
 from .rdp import conversion_term, rdp_to_epsilon
 
 #: Opacus' RDPAccountant.DEFAULT_ALPHAS
@@ -113,18 +113,10 @@ def gaussian_epsilon_rdp(*, noise_multiplier: float, sampling_rate: float, steps
     return rdp_to_epsilon(alphas, rdp, delta)
 
 
-def gaussian_epsilon_floor(*, delta: float, alphas: np.ndarray = OPACUS_ALPHAS) -> float:
-    """The epsilon that no finite noise reaches: the conversion of zero RDP over the orders (sigma -> infinity)."""
-    return rdp_to_epsilon(alphas, np.zeros_like(alphas), delta)[0]
-
-
 def gaussian_noise_multiplier_rdp(*, epsilon: float, delta: float, sampling_rate: float, steps: int) -> float:
     """The smallest sigma whose T Poisson-subsampled Gaussian steps reach at most ``epsilon`` (RDP accountant),
     found by the suite's one calibration search."""
     what = f"the subsampled Gaussian at q={sampling_rate:g}, T={steps}, delta={delta:g}"
-    floor = gaussian_epsilon_floor(delta=delta)
-    if epsilon <= floor:
-        raise InfeasibleTarget(epsilon, floor, what)
     integer_alphas = OPACUS_ALPHAS[np.equal(np.floor(OPACUS_ALPHAS), OPACUS_ALPHAS)]
 
     def eps_of(sigma: float) -> float:

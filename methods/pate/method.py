@@ -71,7 +71,6 @@ class PATE(Method):
         #: the sigmas as given; the calibrated ones live in ``calibration.noise``
         self.base_sigma1 = float(o["sigma1"]) if o["aggregator"] != "gnmax" else None
         self.base_sigma2 = float(o["sigma2"])
-        self.asked = 0
         self.paid: np.ndarray | None = None  # which asked queries paid for a GNMax answer, after fit
 
     # --- privacy -------------------------------------------------------------------------------------------
@@ -197,7 +196,7 @@ class PATE(Method):
             labels, paid = np.concatenate([l1, l2]), np.concatenate([p1, p2])
             check_seen = np.concatenate([votes[:half].max(axis=1), seen2])
         metrics["time_aggregation_s"] = time.perf_counter() - t0
-        self.asked, self.paid = q, np.asarray(paid, dtype=bool)
+        self.paid = np.asarray(paid, dtype=bool)
         have = labels >= 0
         metrics["queries_asked"] = q
         metrics["queries_answered"] = int(paid.sum())

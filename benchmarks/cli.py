@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from .errors import ConfigError
+from .errors import ConfigError, Terminated
 
 EXIT_USAGE = 2
 
@@ -156,13 +156,24 @@ def build_parser() -> argparse.ArgumentParser:
 def cmd_server(args: argparse.Namespace) -> int:
     import time
 
-    from .server import start_mlflow_server
+    from .server import ServerError, port_in_use, start_mlflow_server
+    from .tracking import check_sqlite_file
 
     uri = args.backend_store_uri
     if not uri.startswith(("sqlite:///", "postgresql://", "postgresql+", "mysql://", "mysql+")):
         raise ConfigError(f"--backend-store-uri {uri!r} is not allowed: use sqlite:///FILE or postgresql://...")
-    server = start_mlflow_server(uri, port=args.port or None, artifacts_dir=args.artifacts,
-                                 log_path="mlflow-server.log")
+    if uri.startswith("sqlite:///"):
+        check_sqlite_file(uri, write=True, what="--backend-store-uri")
+    if not 0 <= args.port <= 65535:
+        raise ConfigError(f"--port {args.port} is not allowed: give 1..65535, or 0 for a free port")
+    if args.port and port_in_use(args.port):
+        raise ConfigError(f"--port {args.port} is not allowed: another process listens on 127.0.0.1:{args.port}; "
+                          "give another port, or 0 for a free one")
+    try:
+        server = start_mlflow_server(uri, port=args.port or None, artifacts_dir=args.artifacts,
+                                     log_path="mlflow-server.log")
+    except ServerError as err:
+        raise ConfigError(str(err)) from None
     print(server.uri, flush=True)
     print(f"pid {server.pid}; stop it with: kill -- -{server.pid}", file=sys.stderr, flush=True)
     if args.detach:
@@ -178,12 +189,19 @@ def cmd_server(args: argparse.Namespace) -> int:
 
 
 def _check_store_flags(args: argparse.Namespace) -> None:
-    """An empty experiment or tracking URI would be refused deep inside MLflow, or silently mean the default."""
+    """An empty experiment or a tracking URI MLflow cannot use would fail deep inside MLflow, or silently mean the
+    default: refuse them here, before any work."""
+    from .tracking import check_tracking_uri
+
     if getattr(args, "experiment", None) is not None and not args.experiment.strip():
         raise ConfigError(f"--experiment {args.experiment!r} is not allowed: give the experiment a name (default: inputdp)")
-    if getattr(args, "tracking_uri", None) is not None and not args.tracking_uri.strip():
+    if not hasattr(args, "tracking_uri") or getattr(args, "no_track", False):
+        return
+    if args.tracking_uri is not None and not args.tracking_uri.strip():
         raise ConfigError(f"--tracking-uri {args.tracking_uri!r} is not allowed: leave the flag out for sqlite:///mlflow.db "
                           "here, or give sqlite:///FILE or http://HOST:PORT")
+    if args.command != "report":  # bench report checks its --out first, then the store (read-only)
+        check_tracking_uri(args.tracking_uri, write=True)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -229,9 +247,12 @@ def cmd_report(args: argparse.Namespace) -> int:
 
     from inputdp.reports.leaderboard import leaderboard, load_runs, tidy, write_report
 
+    from .tracking import check_tracking_uri
+
     out = Path(args.out)
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {args.out!r} is not allowed: it is a file; give a folder (made if missing)")
+    check_tracking_uri(args.tracking_uri, write=False)
     runs = load_runs(args.tracking_uri, args.experiment)
     train, audits = tidy(runs)
     if train.empty:
@@ -384,6 +405,10 @@ def cmd_run(args: argparse.Namespace) -> int:
               f"{m['median_epoch_time_s']:>16.2f}{spent:>11}")
     if outcome.skipped:
         print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")
+    if outcome.elsewhere:
+        print(f"left {len(outcome.elsewhere)} configuration(s) to the other process running them "
+              f"({outcome.elsewhere[0].error.removeprefix('running in ')}); re-run this command once it is done to see "
+              "them here")
     if outcome.marked_failed:
         print(f"marked {outcome.marked_failed} unfinished run(s) FAILED and reran them")
     if outcome.failed:
@@ -402,21 +427,43 @@ COMMANDS = {
 }
 
 
+EXIT_INTERRUPTED = 130  # 128 + SIGINT
+EXIT_TERMINATED = 143  # 128 + SIGTERM
+
+
+def _raise_terminated(signum, frame):
+    raise Terminated()
+
+
 def main(argv: list[str] | None = None) -> int:
+    """SIGTERM (what ``timeout``, ``kill`` and schedulers send) ends a command like Ctrl-C: the run in progress is
+    marked KILLED in the store, and the exit code is 143."""
+    import signal
+
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
     try:
+        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    except ValueError:  # not the main thread: leave signals alone
+        previous = None
+    try:
         _check_store_flags(args)
         return COMMANDS[args.command](args)
     except ConfigError as err:
         sys.stderr.write(f"bench: error: {' '.join(str(err).split())}\n")
         return EXIT_USAGE
+    except Terminated:
+        sys.stderr.write("bench: terminated\n")
+        return EXIT_TERMINATED
     except KeyboardInterrupt:
         sys.stderr.write("bench: interrupted\n")
-        return 130
+        return EXIT_INTERRUPTED
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,31 @@ import urllib.request
 from dataclasses import dataclass
 
 
+class ServerError(RuntimeError):
+    """The server did not come up; the message says why (from its log) on one line."""
+
+
+def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def _log_cause(log_path: str | None) -> str:
+    """The last line of the server's log that names an error, for a one-line message."""
+    if not log_path or not os.path.exists(log_path):
+        return ""
+    with open(log_path, errors="replace") as f:
+        lines = [ln.strip() for ln in f.readlines()[-200:] if ln.strip()]
+    for line in reversed(lines):
+        if any(w in line for w in ("Error", "error", "Exception", "denied", "in use")):
+            return line[:240]
+    return lines[-1][:240] if lines else ""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -56,7 +81,9 @@ def start_mlflow_server(backend_store_uri: str, *, port: int | None = None, arti
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise RuntimeError(f"mlflow server exited with code {proc.returncode} before it answered")
+            cause = _log_cause(log_path)
+            raise ServerError(f"mlflow server exited with code {proc.returncode} before it answered"
+                              + (f": {cause} (full log: {log_path})" if cause else ""))
         try:
             with urllib.request.urlopen(uri + "/health", timeout=2) as r:
                 if r.status == 200:
@@ -64,4 +91,5 @@ def start_mlflow_server(backend_store_uri: str, *, port: int | None = None, arti
         except OSError:
             time.sleep(0.5)
     server.stop()
-    raise RuntimeError(f"mlflow server on {uri} did not answer within {timeout:.0f} s")
+    raise ServerError(f"mlflow server on {uri} did not answer within {timeout:.0f} s"
+                      + (f" (log: {log_path})" if log_path else ""))

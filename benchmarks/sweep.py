@@ -1,7 +1,8 @@
 """Sweeps: methods x epsilons x seeds, expanded into RunConfigs and run one after another.
 
 A configuration that already has a FINISHED run in the store is skipped, so re-running a killed sweep
-continues where it stopped; an unfinished run of the same configuration is marked FAILED and rerun.
+continues where it stopped; an unfinished run of the same configuration whose process is gone is marked FAILED
+and rerun; one whose process lives (another sweep on the same store) is left to it (see ``MLflowTracker.claim``).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from .errors import ConfigError
 from .executors import get_executor
 from .presets import PRESETS
 from .sampling import steps_per_epoch
-from .tracking import UNFINISHED, MLflowTracker, runs_with_key
+from .tracking import MLflowTracker, reap, run_name, runs_with_key
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -118,7 +119,7 @@ class RunSummary:
     """What one configuration of a sweep came to, wherever it ran."""
 
     config: RunConfig
-    status: str  # "ran", "skipped" (already FINISHED in the store) or "failed"
+    status: str  # "ran", "skipped" (already FINISHED in the store), "elsewhere" (running in another process), "failed"
     metrics: dict[str, float] = field(default_factory=dict)
     marked_failed: int = 0
     error: str = ""
@@ -129,43 +130,46 @@ class SweepOutcome:
     ran: list[RunSummary] = field(default_factory=list)
     skipped: list[RunSummary] = field(default_factory=list)
     failed: list[RunSummary] = field(default_factory=list)
+    elsewhere: list[RunSummary] = field(default_factory=list)
     marked_failed: int = 0
 
     def add(self, summary: RunSummary) -> None:
-        {"ran": self.ran, "skipped": self.skipped, "failed": self.failed}[summary.status].append(summary)
+        {"ran": self.ran, "skipped": self.skipped, "failed": self.failed,
+         "elsewhere": self.elsewhere}[summary.status].append(summary)
         self.marked_failed += summary.marked_failed
-
-
-def claim_configuration(tracker: MLflowTracker, config: RunConfig) -> tuple[bool, int]:
-    """(already finished?, number of stale unfinished runs marked FAILED) for one configuration."""
-    runs = runs_with_key(tracker.client, tracker.experiment_id, config.key())
-    if any(r.info.status == "FINISHED" for r in runs):
-        return True, 0
-    stale = [r for r in runs if r.info.status in UNFINISHED]
-    for r in stale:
-        tracker.client.set_terminated(r.info.run_id, status="FAILED")
-    return False, len(stale)
 
 
 def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: str, perf: PerfFlags,
                       skip_finished: bool = True) -> RunSummary:
-    """Run one configuration unless the store already has it FINISHED. The unit every executor ships."""
+    """Run one configuration unless the store has it FINISHED or another live process runs it.
+
+    The unit every executor ships: the claim happens where the run happens, so local, Ray and SLURM workers
+    all honour it.
+    """
     from .harness import run
 
     tracker = MLflowTracker(tracking_uri, experiment)
-    stale = 0
+    marked = 0
     if skip_finished:
-        done, stale = claim_configuration(tracker, config)
-        if done:
-            return RunSummary(config, "skipped")
-    result = run(config, perf, tracker)
-    return RunSummary(config, "ran", dict(result.metrics), stale)
+        claim = tracker.claim(config.key(), run_name(config))
+        marked = claim.marked_failed
+        if claim.status == "finished":
+            return RunSummary(config, "skipped", marked_failed=marked)
+        if claim.status == "elsewhere":
+            return RunSummary(config, "elsewhere", marked_failed=marked, error=f"running in {claim.holder}")
+    try:
+        result = run(config, perf, tracker)
+    finally:
+        tracker.release()
+    return RunSummary(config, "ran", dict(result.metrics), marked)
 
 
 def mark_lost_run(config: RunConfig, error: str, *, tracking_uri: str | None, experiment: str) -> RunSummary:
     """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
     try:
-        marked = claim_configuration(MLflowTracker(tracking_uri, experiment), config)[1]
+        tracker = MLflowTracker(tracking_uri, experiment)
+        runs = runs_with_key(tracker.client, tracker.experiment_id, config.key())
+        marked = reap(tracker.client, tracker.experiment_id, runs)[1]
     except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then
         marked = 0
     return RunSummary(config, "failed", marked_failed=marked, error=error)

@@ -1,20 +1,44 @@
 """MLflow as a harness callback. Methods never import this; the harness only calls the callback.
 
 Default store: ``sqlite:///mlflow.db`` in the working directory; any tracking URI (an ``http://`` server)
-may be given instead.
+may be given instead. :func:`check_tracking_uri` refuses, in one line, a URI MLflow would fail on deep inside
+(an unknown scheme, a folder that does not exist, a file that is not a database, a server that does not answer).
+
+Several processes may share one store. Opening a sqlite store is serialised by a file lock (MLflow builds a new
+store's schema on first use, and two processes doing that at once collide), and a configuration is run by one
+process at a time through a claim: a RUNNING run whose heartbeat tag is renewed while its process lives (see
+:func:`claim`).
 """
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import math
 import os
+import random
+import socket
+import tempfile
+import threading
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlparse
 
 from . import names
+from .errors import ConfigError
 
 DEFAULT_EXPERIMENT = "inputdp"
 UNFINISHED = ("RUNNING", "SCHEDULED")
+HEARTBEAT_S = 10.0  # how often a live run renews its heartbeat
+STALE_AFTER_S = 90.0  # a RUNNING run whose heartbeat is older than this counts as dead (its process is gone)
+CLAIM_PATIENCE_S = 60.0  # how long two processes claiming one configuration at once may back off before one wins
+SERVER_PROBE_S = 5.0  # how long to wait for a tracking server to accept a connection
+_SQLITE = "sqlite:///"
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+_PASSED_THROUGH = ("postgresql", "mysql", "mssql", "databricks", "databricks-uc")
+ALLOWED = "sqlite:///FILE, http(s)://HOST:PORT, or a postgresql://, mysql:// or mssql:// database URI"
 
 
 def default_tracking_uri() -> str:
@@ -27,6 +51,100 @@ def quiet_mlflow() -> None:
 
     for name in ("mlflow", "alembic", "mlflow.store.db.utils"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+# --- checking a URI before MLflow sees it ----------------------------------------------------------------------
+
+def sqlite_path(uri: str) -> Path | None:
+    """The database file of a ``sqlite:///`` URI (relative to the working directory unless absolute), else None."""
+    if not uri.startswith(_SQLITE):
+        return None
+    return Path(uri[len(_SQLITE):].split("?", 1)[0]).expanduser().absolute()
+
+
+def check_sqlite_file(uri: str, *, write: bool, what: str) -> Path:
+    """The database file of a sqlite URI, refused in one line if MLflow could not use it."""
+    path = sqlite_path(uri)
+    if path is None or not uri[len(_SQLITE):] or uri[len(_SQLITE):].startswith(":memory:"):
+        raise ConfigError(f"{what} {uri!r} is not allowed: name a database file, sqlite:///FILE (a store in memory "
+                          "is gone when the command ends)")
+    folder = path.parent
+    if not folder.is_dir():
+        raise ConfigError(f"{what} {uri!r} is not allowed: the folder {folder} does not exist (create it first)")
+    if path.exists():
+        if not path.is_file():
+            raise ConfigError(f"{what} {uri!r} is not allowed: {path} is not a file")
+        try:
+            with open(path, "rb") as f:
+                head = f.read(len(_SQLITE_MAGIC))
+        except OSError as err:
+            raise ConfigError(f"{what} {uri!r} cannot be read: {err.strerror or err}") from None
+        if head and head != _SQLITE_MAGIC:
+            raise ConfigError(f"{what} {uri!r} is not allowed: {path} is not an SQLite database")
+        if write and not os.access(path, os.W_OK):
+            raise ConfigError(f"{what} {uri!r} cannot be written: {path} is read-only")
+    elif not write:
+        raise ConfigError(f"{what} {uri!r} holds no store yet: {path} does not exist (run `bench run` first)")
+    elif not os.access(folder, os.W_OK | os.X_OK):
+        raise ConfigError(f"{what} {uri!r} cannot be written: the folder {folder} is read-only")
+    return path
+
+
+def _probe_server(uri: str, what: str) -> None:
+    parsed = urlparse(uri)
+    try:
+        port = parsed.port or (443 if parsed.scheme == "https" else 80)
+    except ValueError:
+        raise ConfigError(f"{what} {uri!r} is not allowed: its port is not a number from 1 to 65535") from None
+    if not parsed.hostname:
+        raise ConfigError(f"{what} {uri!r} is not allowed: name the server, http://HOST:PORT")
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=SERVER_PROBE_S):
+            pass
+    except OSError as err:
+        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or str(err) or type(err).__name__)
+        raise ConfigError(f"{what} {uri!r} cannot be reached ({reason} within {SERVER_PROBE_S:g} s): is the "
+                          "server running? (`bench server` starts one)") from None
+
+
+def check_tracking_uri(uri: str | None, *, write: bool, what: str = "--tracking-uri") -> str:
+    """The URI a command will use (the default when None), refused in one line if MLflow could not use it.
+
+    ``write``: the command creates runs (``bench run``, ``bench audit``); a read-only command needs the store to exist.
+    """
+    if uri is None:
+        uri = default_tracking_uri()
+        what = "MLFLOW_TRACKING_URI" if os.environ.get("MLFLOW_TRACKING_URI") else "the default tracking URI"
+    scheme = urlparse(uri).scheme.split("+", 1)[0].lower()
+    if uri.startswith(_SQLITE):
+        check_sqlite_file(uri, write=write, what=what)
+    elif scheme in ("http", "https"):
+        _probe_server(uri, what)
+    elif scheme not in _PASSED_THROUGH:
+        raise ConfigError(f"{what} {uri!r} is not allowed: use {ALLOWED} (MLflow's plain-folder store is retired)")
+    return uri
+
+
+# --- opening a store -----------------------------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def _store_lock(uri: str):
+    """Hold an exclusive lock for a sqlite store (one lock file per database, in the temporary folder)."""
+    path = sqlite_path(uri)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock (concurrent first use of a new store may then collide)
+        fcntl = None
+    if path is None or fcntl is None:
+        yield
+        return
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    with open(Path(tempfile.gettempdir()) / f"inputdp-store-{digest}.lock", "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
 
 
 def client(tracking_uri: str | None = None):
@@ -49,6 +167,25 @@ def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT) -> str:
         return exp.experiment_id
 
 
+def open_store(tracking_uri: str | None, experiment: str = DEFAULT_EXPERIMENT, *, create: bool = True):
+    """(client, experiment id or None) with the store's schema in place; a store MLflow rejects is one line."""
+    uri = tracking_uri or default_tracking_uri()
+    try:
+        with _store_lock(uri):
+            c = client(uri)
+            if create:
+                return c, experiment_id(c, experiment)
+            exp = c.get_experiment_by_name(experiment)
+            return c, (exp.experiment_id if exp is not None else None)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 - MLflow, SQLAlchemy and HTTP errors alike: the store is unusable
+        text = " ".join(str(err).split())
+        raise ConfigError(f"tracking store {uri!r} cannot be used: {text[:240] or type(err).__name__}") from None
+
+
+# --- runs: one process per configuration ---------------------------------------------------------------------------
+
 def _finite(metrics: dict[str, float]) -> dict[str, float]:
     return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
 
@@ -58,36 +195,170 @@ def _param_value(v: Any) -> str:
     return text if len(text) <= 500 else text[:497] + "..."
 
 
+def run_name(config) -> str:
+    return f"{config.method}-{config.dataset}-eps{config.privacy.epsilon:g}-s{config.seed}"
+
+
+def _here() -> dict[str, str]:
+    return {names.TAG_PID: str(os.getpid()), names.TAG_HOST: socket.gethostname()}
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # somebody else's process: it exists
+        return True
+    return True
+
+
+def is_alive(run, now: float | None = None) -> bool:
+    """Whether an unfinished run's process still lives: on this host, by its pid; anywhere, by its heartbeat."""
+    if run.info.status not in UNFINISHED:
+        return False
+    tags = run.data.tags
+    here = _here()
+    if tags.get(names.TAG_HOST) == here[names.TAG_HOST]:
+        pid = tags.get(names.TAG_PID, "")
+        if not pid.isdigit() or pid == here[names.TAG_PID] or not _pid_alive(int(pid)):
+            return False  # this process runs one configuration at a time: an older one of its own is dead
+    try:
+        beat = float(tags.get(names.TAG_HEARTBEAT, ""))
+    except ValueError:
+        beat = (run.info.start_time or 0) / 1000.0
+    return ((now or time.time()) - beat) <= STALE_AFTER_S
+
+
+def runs_with_key(mlflow_client, exp_id: str, config_key: str) -> list:
+    return mlflow_client.search_runs([exp_id], filter_string=f"tags.{names.TAG_CONFIG_KEY} = '{config_key}'",
+                                     max_results=1000)
+
+
+def reap(mlflow_client, exp_id: str, runs: list, keep: str | None = None) -> tuple[list, int]:
+    """Mark the unfinished runs whose process is gone FAILED; (the runs still alive, how many were marked)."""
+    alive, marked = [], 0
+    for r in runs:
+        if r.info.status not in UNFINISHED or r.info.run_id == keep:
+            continue
+        if is_alive(r):
+            alive.append(r)
+        else:
+            mlflow_client.set_terminated(r.info.run_id, status="FAILED")
+            marked += 1
+    return alive, marked
+
+
+@dataclass
+class Claim:
+    status: str  # "claimed" (this process runs it), "finished" (a FINISHED run exists), "elsewhere" (a live run)
+    marked_failed: int = 0
+    holder: str = ""  # for "elsewhere": which process runs it
+
+
 class MLflowTracker:
     """A :class:`~inputdp.benchmarks.harness.RunCallback` that writes one MLflow run per training run."""
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT,
                  extra_tags: dict[str, str] | None = None):
         self.tracking_uri = tracking_uri or default_tracking_uri()
-        self.client = client(self.tracking_uri)
-        self.experiment_id = experiment_id(self.client, experiment)
+        self.client, self.experiment_id = open_store(self.tracking_uri, experiment)
         self.extra_tags = dict(extra_tags or {})
         self.run_id: str | None = None
+        self.started = False
+        self._stop_beating: threading.Event | None = None
 
+    # -- the claim ------------------------------------------------------------------------------------------------
+    def claim(self, config_key: str, run_name: str) -> Claim:
+        """Make this process the one that runs ``config_key``, unless it is FINISHED or alive elsewhere.
+
+        Create a ``pending`` RUNNING run, then look: if no other live run of the key exists, the claim is ``held``.
+        If another one exists, withdraw (delete) ours; a held one means the configuration runs elsewhere; a pending
+        one means two claims met, and each backs off a random while and tries again. Two processes cannot both
+        hold: whichever looked second saw the other's run, created before the first one looked.
+        """
+        marked = 0
+        deadline = time.monotonic() + CLAIM_PATIENCE_S
+        while True:
+            runs = runs_with_key(self.client, self.experiment_id, config_key)
+            if any(r.info.status == "FINISHED" for r in runs):
+                return Claim("finished", marked)
+            alive, n = reap(self.client, self.experiment_id, runs)
+            marked += n
+            held = [r for r in alive if r.data.tags.get(names.TAG_CLAIM, "held") == "held"]
+            if held:
+                return Claim("elsewhere", marked, _holder(held[0]))
+            run = self.client.create_run(self.experiment_id, run_name=run_name, tags={
+                names.TAG_CONFIG_KEY: config_key, names.TAG_CLAIM: "pending", **_here(),
+                names.TAG_HEARTBEAT: f"{time.time():.3f}", **self.extra_tags})
+            mine = run.info.run_id
+            runs = runs_with_key(self.client, self.experiment_id, config_key)
+            finished = any(r.info.status == "FINISHED" for r in runs)
+            others = [r for r in runs if r.info.run_id != mine and is_alive(r)]
+            if not finished and not others:
+                self.client.set_tag(mine, names.TAG_CLAIM, "held")
+                self.run_id = mine
+                self._beat()
+                return Claim("claimed", marked)
+            self.client.delete_run(mine)
+            if finished:
+                return Claim("finished", marked)
+            held = [r for r in others if r.data.tags.get(names.TAG_CLAIM, "held") == "held"]
+            if held or time.monotonic() > deadline:
+                return Claim("elsewhere", marked, _holder((held or others)[0]))
+            time.sleep(random.uniform(0.05, 1.0))
+
+    def release(self) -> None:
+        """After the harness: a claim it never started (it failed before training) is withdrawn, not left RUNNING."""
+        if self.run_id is not None and not self.started:
+            self._stop()
+            self.client.delete_run(self.run_id)
+            self.run_id = None
+
+    def _beat(self) -> None:
+        if self._stop_beating is not None:
+            return
+        stop = self._stop_beating = threading.Event()
+        run_id, c = self.run_id, self.client
+
+        def beat() -> None:
+            while not stop.wait(HEARTBEAT_S):
+                try:
+                    c.set_tag(run_id, names.TAG_HEARTBEAT, f"{time.time():.3f}")
+                except Exception:  # noqa: BLE001 - a store hiccup: the next beat tries again
+                    pass
+
+        threading.Thread(target=beat, name="inputdp-heartbeat", daemon=True).start()
+
+    def _stop(self) -> None:
+        if self._stop_beating is not None:
+            self._stop_beating.set()
+            self._stop_beating = None
+
+    # -- the callback ---------------------------------------------------------------------------------------------
     def on_start(self, config, params: dict[str, Any], tags: dict[str, str]) -> None:
-        import socket
-
         from mlflow.entities import Param, RunTag
 
-        where = {"pid": str(os.getpid()), "host": socket.gethostname()}  # to find (and stop) a run's process
-        run = self.client.create_run(
-            self.experiment_id,
-            run_name=f"{config.method}-{config.dataset}-eps{config.privacy.epsilon:g}-s{config.seed}",
-            tags={**tags, **where, **self.extra_tags},
-        )
-        self.run_id = run.info.run_id
+        all_tags = {**tags, **_here(), **self.extra_tags, names.TAG_HEARTBEAT: f"{time.time():.3f}"}
+        if self.run_id is None:
+            run = self.client.create_run(
+                self.experiment_id,
+                run_name=run_name(config), tags=all_tags,
+            )
+            self.run_id = run.info.run_id
+            extra = []
+        else:  # a claimed run: its tags so far say who holds it
+            extra = [RunTag(k, str(v)) for k, v in all_tags.items()]
+        self.started = True
+        self._beat()
         self.client.log_batch(self.run_id, params=[Param(k, _param_value(v)) for k, v in params.items()],
-                              tags=[RunTag("status_note", "started")])
+                              tags=[*extra, RunTag("status_note", "started")])
 
     def on_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
         self._log(metrics, step=epoch)
 
     def on_end(self, metrics: dict[str, float], status: str) -> None:
+        self._stop()
         if self.run_id is None:
             return
         if metrics:
@@ -96,8 +367,6 @@ class MLflowTracker:
 
     def log_summary(self, metrics: dict[str, float], tags: dict[str, str]) -> None:
         """Metrics (at step 0) and tags that sum up the run after it ended (an audit's bounds, say)."""
-        import time
-
         from mlflow.entities import Metric, RunTag
 
         if self.run_id is None:
@@ -107,14 +376,12 @@ class MLflowTracker:
                               tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def _log(self, metrics: dict[str, float], step: int) -> None:
-        import time
-
         from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
         self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, step) for k, v in _finite(metrics).items()])
 
 
-def runs_with_key(mlflow_client, exp_id: str, config_key: str) -> list:
-    return mlflow_client.search_runs([exp_id], filter_string=f"tags.{names.TAG_CONFIG_KEY} = '{config_key}'",
-                                     max_results=1000)
+def _holder(run) -> str:
+    tags = run.data.tags
+    return f"pid {tags.get(names.TAG_PID, '?')} on {tags.get(names.TAG_HOST, '?')}"

@@ -5,8 +5,12 @@ Each returns ``(x_train, y_train, x_test, y_test)`` as uint8 NCHW and int64 tens
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import torch
+
+from inputdp.benchmarks.errors import ConfigError
 
 
 def _as_nchw(images: np.ndarray | torch.Tensor) -> torch.Tensor:
@@ -22,10 +26,55 @@ def _labels(values) -> torch.Tensor:
     return torch.as_tensor(np.asarray(values).reshape(-1).astype(np.int64))
 
 
+# idx files (MNIST's format): a 4-byte magic number (0x0803: unsigned bytes in 3 dimensions; 0x0801: in 1), then
+# each dimension as a big-endian 4-byte integer, then the data.
+_IDX = {"images": (0x0803, 3, "idx3 unsigned-byte images"), "labels": (0x0801, 1, "idx1 unsigned-byte labels")}
+
+
+def _idx_count(path: str, kind: str, size: int) -> int | None:
+    """How many items the idx file at ``path`` holds; None when it is absent (torchvision then looks for it).
+
+    Anything torchvision would fail on with an assertion or a parse error is refused here, naming the file, what
+    was expected and what was found.
+    """
+    if not os.path.isfile(path):
+        return None
+    magic, ndim, what = _IDX[kind]
+    with open(path, "rb") as f:
+        header = f.read(4 * (ndim + 1))
+    actual = os.path.getsize(path)
+    if actual == 0:
+        raise ConfigError(f"data file {path} is empty: expected {what}")
+    if len(header) < 4 * (ndim + 1):
+        raise ConfigError(f"data file {path} holds {actual} bytes, too few for the header of {what}")
+    found = int.from_bytes(header[:4], "big")
+    if found != magic:
+        raise ConfigError(f"data file {path} starts with magic number {found:#010x}, expected {magic:#010x} ({what})")
+    dims = [int.from_bytes(header[4 * i:4 * i + 4], "big") for i in range(1, ndim + 1)]
+    if dims[1:] != [size, size][: ndim - 1]:
+        raise ConfigError(f"data file {path} holds items of shape {tuple(dims[1:])}, expected {(size, size)}")
+    expected = len(header) + int(np.prod(dims))
+    if actual != expected:
+        raise ConfigError(f"data file {path} holds {actual} bytes, but its header promises {expected} "
+                          f"({dims[0]} {kind}): it is truncated or corrupt")
+    return dims[0]
+
+
+def _check_idx_pair(raw: str, split: str, size: int) -> None:
+    images = os.path.join(raw, f"{split}-images-idx3-ubyte")
+    labels = os.path.join(raw, f"{split}-labels-idx1-ubyte")
+    n_images, n_labels = _idx_count(images, "images", size), _idx_count(labels, "labels", size)
+    if n_images is not None and n_labels is not None and n_images != n_labels:
+        raise ConfigError(f"data file {labels} holds {n_labels} labels but {images} holds {n_images} images: "
+                          "the two files must come from the same release")
+
+
 def _torchvision_mnist_like(cls_name: str, root: str, download: bool):
     import torchvision.datasets as tvd
 
     cls = getattr(tvd, cls_name)
+    for split in ("train", "t10k"):
+        _check_idx_pair(os.path.join(root, cls_name, "raw"), split, 28)
     train, test = cls(root, train=True, download=download), cls(root, train=False, download=download)
     return _as_nchw(train.data), _labels(train.targets), _as_nchw(test.data), _labels(test.targets)
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass
+from pathlib import Path
 
 import torch
 
@@ -35,20 +36,86 @@ class TensorData:
 
 def _missing(info: DatasetInfo, root, err: Exception) -> ConfigError:
     return ConfigError(
-        f"data set {info.name!r} is missing or corrupt under {root} and could not be downloaded: "
+        f"data set {info.name!r} is missing under {root} and could not be downloaded: "
         f"put {info.files} in {root} (or pass --data-dir DIR)"
     )
+
+
+# Loaders create at most root/NAME/raw (torchvision); looking three levels deep covers that and stays cheap even
+# when the data directory is a big tree.
+_DEPTH = 3
+
+
+def _walk(root: Path, onerror=None):
+    base = len(root.parts)
+    for top, dirs, files in os.walk(root, onerror=onerror):
+        if len(Path(top).parts) - base >= _DEPTH - 1:
+            dirs[:] = []
+        yield top, dirs, files
+
+
+def _folders(root: Path) -> set[str]:
+    """Every folder at or below ``root`` (three levels down) that exists now."""
+    if not root.is_dir():
+        return set()
+    return {str(root)} | {os.path.join(top, d) for top, dirs, _ in _walk(root) for d in dirs}
+
+
+def _unreadable(root: Path) -> str | None:
+    """The first folder at or below ``root`` (three levels down) that cannot be listed, if any."""
+    found: list[str] = []
+
+    def note(err: OSError) -> None:
+        if isinstance(err, PermissionError):
+            found.append(str(err.filename))
+
+    for _ in _walk(root, onerror=note):
+        if found:
+            break
+    return found[0] if found else None
+
+
+def _remove_new_empty_folders(root: Path, before: set[str]) -> None:
+    """A failed load or download leaves no empty folders behind that were not there before it."""
+    for folder in sorted(_folders(root) - before, key=len, reverse=True):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass  # not empty: something was written there (a partial download the next try resumes)
+    if str(root) not in before and root.is_dir():
+        try:
+            root.rmdir()
+        except OSError:
+            pass
 
 
 @functools.lru_cache(maxsize=4)
 def _load_raw(name: str, root: str, download: bool):
     info = DATASETS.get(name)
+    where = Path(root)
+    if where.exists() and not where.is_dir():
+        raise ConfigError(f"data directory {root} is not a folder: pass --data-dir FOLDER")
+    before = _folders(where)
+    try:
+        return _load_with(info, root, download)
+    except BaseException:
+        _remove_new_empty_folders(where, before)
+        raise
+
+
+def _load_with(info: DatasetInfo, root: str, download: bool):
     loader = info.load()
+    name = info.name
     try:
         return loader(root, False)
+    except PermissionError as err:
+        raise _unreadable_error(name, err.filename or root) from None
     except (RuntimeError, FileNotFoundError) as first:
         if "not found" not in str(first).lower() and not isinstance(first, FileNotFoundError):
             raise ConfigError(f"data set {name!r} under {root} is corrupt or unreadable: {_one_line(first)}") from None
+        blocked = _unreadable(Path(root))
+        if blocked:
+            raise _unreadable_error(name, blocked) from None
         if not download:
             raise _missing(info, root, first) from None
         try:
@@ -61,9 +128,30 @@ def _load_raw(name: str, root: str, download: bool):
         raise ConfigError(f"data set {name!r} under {root} is corrupt or unreadable: {_one_line(err)}") from None
 
 
+def _unreadable_error(name: str, path) -> ConfigError:
+    return ConfigError(f"data set {name!r}: {path} cannot be read (permission denied): give this user read access, "
+                       "or pass --data-dir DIR")
+
+
 def _one_line(err: Exception) -> str:
     text = " ".join(str(err).split())
     return (text[:200] + "...") if len(text) > 200 else (text or type(err).__name__)
+
+
+def _check_contents(info: DatasetInfo, root, x_tr, y_tr, x_te, y_te) -> None:
+    """What every loader must hand over: images of the registered shape, one label each, labels in range."""
+    shape = (info.channels, info.size, info.size)
+    for split, x, y in (("training", x_tr, y_tr), ("test", x_te, y_te)):
+        where = f"data set {info.name!r} under {root} is corrupt ({info.files})"
+        if x.shape[0] == 0:
+            raise ConfigError(f"{where}: its {split} split holds no examples")
+        if tuple(x.shape[1:]) != shape:
+            raise ConfigError(f"{where}: {split} images have shape {tuple(x.shape[1:])}, expected {shape}")
+        if y.shape[0] != x.shape[0]:
+            raise ConfigError(f"{where}: {x.shape[0]} {split} images but {y.shape[0]} labels")
+        low, high = int(y.min()), int(y.max())
+        if low < 0 or high >= info.num_classes:
+            raise ConfigError(f"{where}: {split} labels range over {low}..{high}, expected 0..{info.num_classes - 1}")
 
 
 def _subset(x: torch.Tensor, y: torch.Tensor, n: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -89,14 +177,7 @@ def load_tensor_data(
     if os.environ.get("INPUTDP_NO_DOWNLOAD", "") not in ("", "0"):
         download = False
     x_tr, y_tr, x_te, y_te = _load_raw(name, str(root), download)
-    n_tr, n_te = x_tr.shape[0], x_te.shape[0]
-    if tuple(x_tr.shape[1:]) != (info.channels, info.size, info.size) or y_tr.shape[0] != n_tr:
-        raise ConfigError(
-            f"data set {name!r} under {root} is corrupt: images have shape {tuple(x_tr.shape[1:])}, "
-            f"expected {(info.channels, info.size, info.size)}"
-        )
-    if n_te == 0 or n_tr == 0:
-        raise ConfigError(f"data set {name!r} under {root} is corrupt: it holds no examples")
+    _check_contents(info, root, x_tr, y_tr, x_te, y_te)
     x_tr, y_tr = _subset(x_tr, y_tr, train_examples)
     x_te, y_te = _subset(x_te, y_te, test_examples)
     mean = torch.tensor(info.mean).view(1, -1, 1, 1)

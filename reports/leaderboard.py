@@ -33,12 +33,12 @@ def load_runs(tracking_uri: str | None = None, experiment: str = "inputdp") -> p
     """Every FINISHED run of the experiment as one row (MLflow ``search_runs`` into pandas)."""
     import mlflow
 
-    from inputdp.benchmarks.tracking import default_tracking_uri, quiet_mlflow
+    from inputdp.benchmarks.tracking import default_tracking_uri, open_store
 
-    quiet_mlflow()
-    mlflow.set_tracking_uri(tracking_uri or default_tracking_uri())
-    if mlflow.get_experiment_by_name(experiment) is None:
+    uri = tracking_uri or default_tracking_uri()
+    if open_store(uri, experiment, create=False)[1] is None:
         return pd.DataFrame()
+    mlflow.set_tracking_uri(uri)
     return mlflow.search_runs(experiment_names=[experiment], filter_string="attributes.status = 'FINISHED'",
                               max_results=100000)
 

@@ -75,9 +75,17 @@ def test_bench_report_writes_files(store, tmp_path, capsys):
 
 
 def test_report_without_runs_is_one_line(tmp_path, capsys):
-    code = main(["report", "--tracking-uri", f"sqlite:///{tmp_path / 'empty.db'}", "--out", str(tmp_path / "o")])
+    import sqlite3
+
+    db = tmp_path / "empty.db"
+    argv = ["report", "--tracking-uri", f"sqlite:///{db}", "--out", str(tmp_path / "o")]
+    assert main(argv) == 2  # no store at all: refused without creating one
     err = capsys.readouterr().err
-    assert code == 2 and err.count("\n") == 1 and "no finished runs" in err
+    assert err.count("\n") == 1 and "holds no store yet" in err and not db.exists()
+    sqlite3.connect(db).close()  # an empty database: a store without runs
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no finished runs" in err
 
 
 def test_paper_figures_are_the_seed_texts():

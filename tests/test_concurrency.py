@@ -1,0 +1,152 @@
+"""Several processes on one store: each configuration runs exactly once, a live run is left to its process, a dead
+one is reaped, and SIGTERM ends a run KILLED with exit code 143. Real processes, real MLflow (sqlite)."""
+
+from __future__ import annotations
+
+import collections
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from inputdp.benchmarks import names, tracking
+from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
+
+
+def _bench(*args: str) -> list[str]:
+    return [sys.executable, "-m", "inputdp.benchmarks.cli", *args]
+
+
+def _runs(uri: str, experiment: str = "inputdp") -> list:
+    c, exp = tracking.open_store(uri, experiment)  # under the store's lock: a bench process may be creating it
+    return c.search_runs([exp], max_results=1000)
+
+
+def test_two_sweeps_on_a_fresh_store_run_each_configuration_once(shared_data, tmp_path):
+    uri = f"sqlite:///{tmp_path / 'fresh.db'}"  # does not exist yet: both processes meet its schema creation
+    argv = _bench("run", "--methods", "nonprivate,dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke",
+                  "--epsilons", "1,2", "--seeds", "0,1", "--steps", "4", "--data-dir", str(shared_data),
+                  "--no-progress", "--tracking-uri", uri)
+    procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
+    outs = [p.communicate(timeout=600) for p in procs]
+    for p, (_, err) in zip(procs, outs):
+        assert p.returncode == 0, err[-2000:]
+        assert "Traceback" not in err
+    runs = _runs(uri)
+    finished = collections.Counter(r.data.tags[names.TAG_CONFIG_KEY] for r in runs if r.info.status == "FINISHED")
+    assert len(finished) == 6 and set(finished.values()) == {1}  # 2 seeds x (nonprivate + 2 epsilons)
+    assert len(runs) == 6  # no RUNNING, FAILED or stray claim run left behind
+    rows = [line for out, _ in outs for line in out.splitlines() if line.startswith(("nonprivate", "dirichlet"))]
+    assert len(rows) == 6  # each configuration's result printed by the one process that ran it
+
+
+def _sleeper() -> subprocess.Popen:
+    return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+
+
+def _fake_run(uri: str, key: str, *, pid: int, host: str, heartbeat: float, claim: str = "held") -> str:
+    c = client(uri)
+    run = c.create_run(experiment_id(c), tags={names.TAG_CONFIG_KEY: key, names.TAG_PID: str(pid),
+                                               names.TAG_HOST: host, names.TAG_HEARTBEAT: f"{heartbeat:.3f}",
+                                               names.TAG_CLAIM: claim})
+    return run.info.run_id
+
+
+def test_a_live_run_is_left_alone_and_a_dead_one_reaped(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    here = socket.gethostname()
+    sleeper = _sleeper()
+    try:
+        other = _fake_run(uri, "k1", pid=sleeper.pid, host=here, heartbeat=time.time())
+        claim = MLflowTracker(uri).claim("k1", "r")
+        assert claim.status == "elsewhere" and f"pid {sleeper.pid}" in claim.holder
+        assert client(uri).get_run(other).info.status == "RUNNING"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    tracker = MLflowTracker(uri)
+    claim = tracker.claim("k1", "r")  # its process is gone: the run is reaped and the configuration claimed
+    assert claim.status == "claimed" and claim.marked_failed == 1
+    assert client(uri).get_run(other).info.status == "FAILED"
+    assert client(uri).get_run(tracker.run_id).data.tags[names.TAG_CLAIM] == "held"
+    tracker.release()  # never started: withdrawn, not left RUNNING
+    assert [r.info.status for r in _runs(uri)] == ["FAILED"]
+
+
+def test_another_hosts_run_lives_by_its_heartbeat(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    fresh = _fake_run(uri, "k2", pid=1, host="another-host", heartbeat=time.time())
+    assert MLflowTracker(uri).claim("k2", "r").status == "elsewhere"
+    stale = _fake_run(uri, "k3", pid=1, host="another-host", heartbeat=time.time() - 2 * tracking.STALE_AFTER_S)
+    claim = MLflowTracker(uri).claim("k3", "r")
+    assert claim.status == "claimed" and claim.marked_failed == 1
+    c = client(uri)
+    assert c.get_run(fresh).info.status == "RUNNING" and c.get_run(stale).info.status == "FAILED"
+
+
+def test_the_heartbeat_is_renewed_while_the_run_lives(tmp_path, monkeypatch):
+    monkeypatch.setattr(tracking, "HEARTBEAT_S", 0.2)
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    tracker = MLflowTracker(uri)
+    assert tracker.claim("k4", "r").status == "claimed"
+    first = float(client(uri).get_run(tracker.run_id).data.tags[names.TAG_HEARTBEAT])
+    time.sleep(1.0)
+    second = float(client(uri).get_run(tracker.run_id).data.tags[names.TAG_HEARTBEAT])
+    tracker.on_end({}, "FINISHED")
+    assert second > first
+
+
+_CLAIMER = textwrap.dedent("""
+    import sys, time
+    from inputdp.benchmarks.tracking import MLflowTracker
+    uri, start = sys.argv[1], float(sys.argv[2])
+    tracker = MLflowTracker(uri)
+    time.sleep(max(0.0, start - time.time()))
+    statuses = [tracker.__class__(uri).claim(k, k).status for k in ("a", "b", "c")]
+    print(" ".join(statuses), flush=True)
+    time.sleep(3)  # hold the claims while the others look
+""")
+
+
+def test_claims_made_at_the_same_instant_have_one_winner_each(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    MLflowTracker(uri)  # the schema exists; the processes race on the claims alone
+    start = time.time() + 8  # the processes import MLflow first, then claim together
+    procs = [subprocess.Popen([sys.executable, "-c", _CLAIMER, uri, str(start)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    outs = [p.communicate(timeout=120) for p in procs]
+    assert all(p.returncode == 0 for p in procs), [e[-1000:] for _, e in outs]
+    per_key = list(zip(*(out.split() for out, _ in outs)))
+    for statuses in per_key:  # one process holds each configuration; the other three leave it to that one
+        assert sorted(statuses) == ["claimed", "elsewhere", "elsewhere", "elsewhere"], per_key
+
+
+@pytest.mark.parametrize("signum,code,last_line", [(signal.SIGTERM, 143, "bench: terminated"),
+                                                    (signal.SIGINT, 130, "bench: interrupted")])
+def test_a_signal_ends_the_run_killed(shared_data, tmp_path, signum, code, last_line):
+    """SIGTERM (timeout, kill, schedulers) ends a run like Ctrl-C does: KILLED in the store, nothing left RUNNING."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    proc = subprocess.Popen(_bench("run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke",
+                                   "--steps", "100000", "--epsilons", "100", "--data-dir", str(shared_data), "--no-progress",
+                                   "--tracking-uri", uri), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        started = False
+        while not started and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.5)
+            if os.path.exists(tmp_path / "m.db"):
+                started = any(r.data.tags.get("status_note") == "started" for r in _runs(uri))
+        assert started, "the run never started"
+        proc.send_signal(signum)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err[-2000:]
+    assert err.strip().splitlines()[-1] == last_line and "Traceback" not in err
+    assert [r.info.status for r in _runs(uri)] == ["KILLED"]

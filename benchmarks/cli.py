@@ -208,7 +208,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from . import names
     from .audit import PATTERN_SCALE, SCORES, audit, check_arguments
     from .config import PerfFlags
-    from .sweep import Overrides, build_config, resolve_methods
+    from .sweep import Overrides, build_config, check_feasible, resolve_methods
     from .tracking import MLflowTracker
 
     chosen = resolve_methods(args.method)
@@ -219,6 +219,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     config = build_config(method=method, dataset=args.dataset, preset=args.preset, epsilon=args.epsilon,
                           seed=args.seed, overrides=Overrides(epochs=args.epochs, data_dir=args.data_dir,
                                                               method_options=parse_options(args.option, [method])))
+    check_feasible([config])
     scores = SCORES if args.score == "all" else (args.score,)
     scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores)
@@ -367,7 +368,7 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
 
 def cmd_run(args: argparse.Namespace) -> int:
     from .config import PerfFlags
-    from .sweep import Overrides, expand, parse_list, resolve_methods, run_sweep
+    from .sweep import Overrides, check_feasible, expand, parse_list, resolve_methods, run_sweep
 
     methods = resolve_methods(args.methods)
     overrides = Overrides(
@@ -383,6 +384,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     configs = expand(methods=methods, dataset=args.dataset, preset=args.preset,
                      epsilons=parse_list(args.epsilons, float, "--epsilons"),
                      seeds=parse_list(args.seeds, int, "--seeds"), overrides=overrides)
+    check_feasible(configs)
     perf = PerfFlags(device=args.device, threads=args.threads, progress=not args.no_progress)
     if args.executor == "local":
         perf.resolve_device()

@@ -114,6 +114,19 @@ def expand(*, methods: Sequence[str], dataset: str, preset: str, epsilons: Seque
     return configs
 
 
+def check_feasible(configs: Sequence[RunConfig]) -> None:
+    """Calibrate each distinct (method, options, privacy) once, before any data is loaded or run started: a target
+    a method cannot meet is refused in one line up front, not after the first runs of a sweep (milliseconds each)."""
+    from inputdp.methods import create_method
+
+    seen: set[str] = set()
+    for c in configs:
+        key = repr((c.method, sorted(c.method_options.items()), c.privacy))
+        if key not in seen:
+            seen.add(key)
+            create_method(c.method, c.method_options).calibrate(c.privacy)
+
+
 @dataclass
 class RunSummary:
     """What one configuration of a sweep came to, wherever it ran."""

@@ -213,7 +213,7 @@ def test_a_sample_through_the_console_entry_point(places):
     env = {**os.environ, "INPUTDP_NO_DOWNLOAD": "1"}
     procs = [subprocess.Popen([sys.executable, "-m", "inputdp.benchmarks.cli", *argv], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env) for argv, _ in cases]
-    for proc, (argv, needle) in zip(procs, cases):
+    for proc, (_, needle) in zip(procs, cases):
         out, err = proc.communicate(timeout=120)
         _assert_one_line(proc.returncode, out, err, needle)
 

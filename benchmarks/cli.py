@@ -409,10 +409,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")
     if outcome.elsewhere:
         print(f"left {len(outcome.elsewhere)} configuration(s) to the other process running them "
-              f"({outcome.elsewhere[0].error.removeprefix('running in ')}); re-run this command once it is done to see "
-              "them here")
+              f"({outcome.elsewhere[0].error}); re-run this command once it is done to see them here")
     if outcome.marked_failed:
-        print(f"marked {outcome.marked_failed} unfinished run(s) FAILED and reran them")
+        print(f"marked {outcome.marked_failed} unfinished run(s) FAILED: their process had died")
     if outcome.failed:
         for f in outcome.failed:
             sys.stderr.write(f"bench: {f.config.method} eps={f.config.privacy.epsilon:g} seed={f.config.seed} "

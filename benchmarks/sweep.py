@@ -169,7 +169,7 @@ def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: s
         if claim.status == "finished":
             return RunSummary(config, "skipped", marked_failed=marked)
         if claim.status == "elsewhere":
-            return RunSummary(config, "elsewhere", marked_failed=marked, error=f"running in {claim.holder}")
+            return RunSummary(config, "elsewhere", marked_failed=marked, error=claim.holder)
     try:
         result = run(config, perf, tracker)
     finally:

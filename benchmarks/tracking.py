@@ -102,9 +102,10 @@ def _probe_server(uri: str, what: str) -> None:
         with socket.create_connection((parsed.hostname, port), timeout=SERVER_PROBE_S):
             pass
     except OSError as err:
-        reason = "no answer" if isinstance(err, TimeoutError) else (err.strerror or str(err) or type(err).__name__)
-        raise ConfigError(f"{what} {uri!r} cannot be reached ({reason} within {SERVER_PROBE_S:g} s): is the "
-                          "server running? (`bench server` starts one)") from None
+        reason = f"no answer within {SERVER_PROBE_S:g} s" if isinstance(err, TimeoutError) \
+            else (err.strerror or str(err) or type(err).__name__)
+        raise ConfigError(f"{what} {uri!r} cannot be reached ({reason}): is the server running? "
+                          "(`bench server` starts one)") from None
 
 
 def check_tracking_uri(uri: str | None, *, write: bool, what: str = "--tracking-uri") -> str:

@@ -113,6 +113,7 @@ CASES: list[tuple[list[str], str]] = [
     ([*SPEED, "--preset", "nope"], "'nope'"),
     ([*SPEED, "--model", "vgg"], "'vgg'"),
     (["speed", "--methods", "bogus", "--dataset", "mnist", "--synthetic"], "bogus"),
+    (["speed", "--methods", "dirichlet_softmax", "--dataset", "imagenet", "--synthetic"], "imagenet"),
     # --- bench report -----------------------------------------------------------------------------------------
     (["report", "--experiment", " "], "--experiment ' '"),
     (["report", "--out", "{file}"], "is a file"),

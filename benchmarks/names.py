@@ -14,6 +14,7 @@ TAG_MATCH_KEY = "match_key"  # runs at the same (dataset, epsilon, delta, q, T) 
 TAG_CONFIG_KEY = "config_key"  # two runs with the same key are the same run
 TAG_PID = "pid"  # the process that runs (or ran) the run, to find and stop it
 TAG_HOST = "host"
+TAG_OWNER = "owner"  # a token of the tracker that writes the run (tells apart the threads of one process)
 TAG_HEARTBEAT = "heartbeat"  # unix time, renewed while the run is alive; a stale one means its process is gone
 TAG_CLAIM = "claim"  # "pending" while a process claims the configuration, "held" once it runs it
 TAG_KIND = "kind"  # "audit" for audit runs; absent for training runs

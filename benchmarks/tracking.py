@@ -21,6 +21,7 @@ import socket
 import tempfile
 import threading
 import time
+import uuid
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -214,16 +215,21 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
+_LIVE_HERE: set[str] = set()  # owner tokens of the runs this process claims or runs (several threads may run sweeps)
+
+
 def is_alive(run, now: float | None = None) -> bool:
     """Whether an unfinished run's process still lives: on this host, by its pid; anywhere, by its heartbeat."""
     if run.info.status not in UNFINISHED:
         return False
     tags = run.data.tags
+    if tags.get(names.TAG_OWNER) in _LIVE_HERE:
+        return True
     here = _here()
     if tags.get(names.TAG_HOST) == here[names.TAG_HOST]:
         pid = tags.get(names.TAG_PID, "")
         if not pid.isdigit() or pid == here[names.TAG_PID] or not _pid_alive(int(pid)):
-            return False  # this process runs one configuration at a time: an older one of its own is dead
+            return False  # its process is gone, or it is this one's and nothing here renews it any more
     try:
         beat = float(tags.get(names.TAG_HEARTBEAT, ""))
     except ValueError:
@@ -266,6 +272,7 @@ class MLflowTracker:
         self.client, self.experiment_id = open_store(self.tracking_uri, experiment)
         self.extra_tags = dict(extra_tags or {})
         self.run_id: str | None = None
+        self.token = uuid.uuid4().hex  # names this tracker's runs as alive to other threads of this process
         self.started = False
         self._stop_beating: threading.Event | None = None
 
@@ -289,9 +296,9 @@ class MLflowTracker:
             held = [r for r in alive if r.data.tags.get(names.TAG_CLAIM, "held") == "held"]
             if held:
                 return Claim("elsewhere", marked, _holder(held[0]))
+            _LIVE_HERE.add(self.token)  # before the run exists: another thread here must never take it for dead
             run = self.client.create_run(self.experiment_id, run_name=run_name, tags={
-                names.TAG_CONFIG_KEY: config_key, names.TAG_CLAIM: "pending", **_here(),
-                names.TAG_HEARTBEAT: f"{time.time():.3f}", **self.extra_tags})
+                names.TAG_CONFIG_KEY: config_key, names.TAG_CLAIM: "pending", **self._who()})
             mine = run.info.run_id
             runs = runs_with_key(self.client, self.experiment_id, config_key)
             finished = any(r.info.status == "FINISHED" for r in runs)
@@ -302,12 +309,16 @@ class MLflowTracker:
                 self._beat()
                 return Claim("claimed", marked)
             self.client.delete_run(mine)
+            _LIVE_HERE.discard(self.token)
             if finished:
                 return Claim("finished", marked)
             held = [r for r in others if r.data.tags.get(names.TAG_CLAIM, "held") == "held"]
             if held or time.monotonic() > deadline:
                 return Claim("elsewhere", marked, _holder((held or others)[0]))
             time.sleep(random.uniform(0.05, 1.0))
+
+    def _who(self) -> dict[str, str]:
+        return {**_here(), names.TAG_OWNER: self.token, names.TAG_HEARTBEAT: f"{time.time():.3f}"}
 
     def release(self) -> None:
         """After the harness: a claim it never started (it failed before training) is withdrawn, not left RUNNING."""
@@ -321,6 +332,7 @@ class MLflowTracker:
             return
         stop = self._stop_beating = threading.Event()
         run_id, c = self.run_id, self.client
+        _LIVE_HERE.add(self.token)
 
         def beat() -> None:
             while not stop.wait(HEARTBEAT_S):
@@ -335,13 +347,15 @@ class MLflowTracker:
         if self._stop_beating is not None:
             self._stop_beating.set()
             self._stop_beating = None
+        _LIVE_HERE.discard(self.token)
 
     # -- the callback ---------------------------------------------------------------------------------------------
     def on_start(self, config, params: dict[str, Any], tags: dict[str, str]) -> None:
         from mlflow.entities import Param, RunTag
 
-        all_tags = {**tags, **_here(), **self.extra_tags, names.TAG_HEARTBEAT: f"{time.time():.3f}"}
+        all_tags = {**tags, **self.extra_tags, **self._who()}
         if self.run_id is None:
+            _LIVE_HERE.add(self.token)
             run = self.client.create_run(
                 self.experiment_id,
                 run_name=run_name(config), tags=all_tags,

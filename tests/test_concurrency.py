@@ -126,6 +126,30 @@ def test_claims_made_at_the_same_instant_have_one_winner_each(tmp_path):
         assert sorted(statuses) == ["claimed", "elsewhere", "elsewhere", "elsewhere"], per_key
 
 
+def test_threads_of_one_process_claim_like_processes(tmp_path):
+    """Several threads running sweeps in one process share its pid: each claim is told apart by its owner token."""
+    import threading
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    MLflowTracker(uri)
+    results: dict[str, list[str]] = collections.defaultdict(list)
+    barrier = threading.Barrier(3)
+
+    def claim_all() -> None:
+        trackers = [MLflowTracker(uri) for _ in "abc"]
+        barrier.wait()
+        for key, tracker in zip("abc", trackers):
+            results[key].append(tracker.claim(key, key).status)
+
+    threads = [threading.Thread(target=claim_all) for _ in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(120)
+    for key in "abc":
+        assert sorted(results[key]) == ["claimed", "elsewhere", "elsewhere"], dict(results)
+
+
 @pytest.mark.parametrize("signum,code,last_line", [(signal.SIGTERM, 143, "bench: terminated"),
                                                     (signal.SIGINT, 130, "bench: interrupted")])
 def test_a_signal_ends_the_run_killed(shared_data, tmp_path, signum, code, last_line):

@@ -41,10 +41,16 @@ def test_sweep_skips_finished_and_reruns_unfinished(shared_data, tmp_path):
     assert len(configs) == 3  # the non-private reference once per seed
     first = run_sweep(configs, tracking_uri=uri, perf=QUIET)
     assert len(first.ran) == 3 and not first.skipped
-    # a run that died without ending (as after SIGKILL) stays RUNNING in the store
-    stale = MLflowTracker(uri)
+    # a run whose process died without ending it (as after SIGKILL) stays RUNNING in the store
+    import socket
+    import subprocess
+    import sys
+
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale_cfg = configs[0].replace(seed=7)
-    stale.on_start(stale_cfg, {}, {"config_key": stale_cfg.key()})
+    c = client(uri)
+    c.create_run(experiment_id(c), tags={"config_key": stale_cfg.key(), "pid": dead.stdout.strip(),
+                                         "host": socket.gethostname()})
     second = run_sweep([*configs, stale_cfg], tracking_uri=uri, perf=QUIET)
     assert len(second.skipped) == 3 and len(second.ran) == 1 and second.marked_failed == 1
     c = client(uri)

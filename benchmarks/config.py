@@ -25,6 +25,7 @@ MAX_STEPS = 10**10
 #: seeds must fit every generator that is seeded from them (torch takes 64 bits)
 MAX_SEED = 2**63 - 1
 NORMS = ("auto", "group", "batch", "none")
+AMP_MODES = ("none", "bf16")
 
 
 def _check(cond: bool, message: str) -> None:
@@ -163,11 +164,21 @@ class RunConfig:
 
 @dataclass(frozen=True, kw_only=True)
 class PerfFlags:
-    """How fast a run goes; never what it computes privately."""
+    """How fast a run goes; never what it computes privately.
+
+    ``amp="bf16"`` runs the network's forward and backward under autocast; what the privacy rests on stays in
+    float32 whatever the flag (the Dirichlet concentration, Gamma draws and log-probabilities, the penultimate
+    features' clipping and noise, Opacus' per-example gradients, clipping and noise, all accounting).
+    ``channels_last`` stores images and convolution weights NHWC; ``compile`` runs ``torch.compile`` on what the
+    method's step calls (refused, in one line, by a method whose step cannot be compiled). The rounding of bf16
+    changes a run's numbers, not its definition: compare precisions in separate experiments.
+    """
 
     device: str = "auto"
     threads: int = 0  # 0: leave torch's default
-    dtype: str = "float32"
+    amp: str = "none"  # "none" | "bf16"
+    channels_last: bool = False
+    compile: bool = False
     progress: bool = True
 
     def __post_init__(self) -> None:
@@ -175,8 +186,11 @@ class PerfFlags:
                f"device={self.device!r} is not allowed: choose auto, cpu or cuda")
         _check(isinstance(self.threads, int) and self.threads >= 0,
                f"threads={self.threads!r} is not allowed: it must be an integer >= 0")
-        _check(self.dtype in ("float32",),
-               f"dtype={self.dtype!r} is not allowed: only float32 is supported")
+        _check(self.amp in AMP_MODES, f"--amp {self.amp!r} is not allowed: choose one of {', '.join(AMP_MODES)}")
+
+    def as_params(self) -> dict[str, str]:
+        return {"perf.amp": self.amp, "perf.channels_last": str(self.channels_last).lower(),
+                "perf.compile": str(self.compile).lower()}
 
     def resolve_device(self) -> str:
         import torch

@@ -7,6 +7,7 @@ metrics. :class:`PerfFlags` choose where and how fast it runs, never what it com
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import math
 import random
@@ -29,7 +30,7 @@ from .config import PerfFlags, RunConfig
 from .errors import ConfigError
 from .memory import PeakMemory
 from .models import MODELS, build_model
-from .sampling import epoch_lengths, poisson_batches, random_crop_flip
+from .sampling import batch_generator, epoch_lengths, poisson_batches, random_crop_flip
 
 TRAIN_EVAL_EXAMPLES = 10000
 
@@ -106,6 +107,31 @@ class Prepared:
     lr_info: dict[str, Any]
     calibration_seconds: float
     initial_state: dict[str, torch.Tensor] | None = None
+    perf: PerfFlags = field(default_factory=PerfFlags)
+    step_model: nn.Module | None = None  # what train_step is called with (the compiled model under --compile)
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
+        """One training step with the run's speed flags: channels-last input, autocast."""
+        if self.perf.channels_last and x.dim() == 4:
+            x = x.contiguous(memory_format=torch.channels_last)
+        with autocast(self.device, self.perf.amp):
+            return self.method.train_step(self.step_model or self.model, self.optimizer, x, y)
+
+
+def autocast(device: str, amp: str):
+    """The autocast context of ``--amp`` (a no-op for "none")."""
+    if amp == "none":
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+
+
+def _check_speed_flags(method: Method, perf: PerfFlags) -> None:
+    if method.own_loop and (perf.amp != "none" or perf.channels_last or perf.compile):
+        raise ConfigError(f"--amp, --channels-last and --compile are not allowed for {method.name}: it trains in its "
+                          "own loop, which they do not reach")
+    if perf.compile and not method.compilable:
+        raise ConfigError(f"--compile is not allowed for {method.name}: {method.compile_refusal}")
+    method.check_amp(perf.amp)
 
 
 def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None, *,
@@ -135,9 +161,13 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     optimizer = make_optimizer(config, model.parameters(), lr)
     setup = TrainingSetup(spec=config.privacy, train_size=data.train_size, num_classes=info.num_classes,
                           device=device, grad_sample_mode=MODELS.get(config.model).grad_sample_mode)
+    if perf.channels_last:
+        model = model.to(memory_format=torch.channels_last)
     model, optimizer = method.prepare(model, optimizer, setup)
+    _check_speed_flags(method, perf)
+    step_model = method.compile(model) if perf.compile else None
     return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
-                    calibration_seconds, initial_state)
+                    calibration_seconds, initial_state, perf, step_model)
 
 
 def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
@@ -150,6 +180,7 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     params["train_size"] = p.data.train_size
     params["calibration.order"] = p.calibration.order
     params["feature_dim"] = getattr(p.model, "feature_dim", "")
+    params.update(p.perf.as_params())
     params.update({f"method.{k}": v for k, v in p.method.describe().items()})
     tags = {
         names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
@@ -255,7 +286,7 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
         return _fit_own_loop(p, perf, callback)
     config, data, method, model, optimizer = p.config, p.data, p.method, p.model, p.optimizer
     spec = config.privacy
-    sampler = torch.Generator().manual_seed(config.seed)
+    sampler = batch_generator(p.device, config.seed)
     augmenter = torch.Generator().manual_seed(config.seed + 1_000_003)
     n = data.train_size
     eval_n = min(n, TRAIN_EVAL_EXAMPLES)
@@ -269,7 +300,7 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
                          perf.progress)
     with PeakMemory(p.device) as memory:
         for epoch, length in enumerate(lengths, start=1):
-            losses, sizes = [], []
+            loss_sum, losses, sizes = torch.zeros((), device=p.device), 0, []
             synchronize(p.device)
             t0 = time.perf_counter()
             for idx in poisson_batches(n, spec.sampling_rate, length, sampler, p.device):
@@ -279,20 +310,21 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
                 if warmup and steps_done <= warmup:
                     for group, base in zip(optimizer.param_groups, base_lrs):
                         group["lr"] = base * min(1.0, (steps_done + 1) / warmup)
-                loss = method.train_step(model, optimizer, x, y)
+                loss = p.step(x, y)
                 steps_done += 1
                 if step_hook is not None:
                     step_hook(steps_done, idx)
-                if loss is not None:
-                    losses.append(loss)
-                sizes.append(int(idx.shape[0]))
+                if loss is not None:  # summed on the device, read once per epoch
+                    loss_sum += loss.float()
+                    losses += 1
+                sizes.append(int(idx.shape[0]))  # the shape is known on the host: no sync
             synchronize(p.device)
             epoch_time = time.perf_counter() - t0
             test_acc, test_loss = evaluate(model, data.x_test, data.y_test, config.eval_batch_size)
             train_acc, _ = evaluate(model, data.x_train[:eval_n], data.y_train[:eval_n], config.eval_batch_size)
             spent = method.epsilon_spent(steps_done)
             metrics = {
-                "loss": float(np.mean(losses)) if losses else float("nan"),
+                "loss": float(loss_sum) / losses if losses else float("nan"),
                 "train_accuracy": train_acc, "test_accuracy": test_acc, "test_loss": test_loss,
                 "epoch_time_s": epoch_time, "epsilon_spent": spent, "steps": steps_done,
                 "mean_batch_size": float(np.mean(sizes)) if sizes else 0.0,

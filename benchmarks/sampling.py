@@ -45,16 +45,38 @@ def poisson_indices(n: int, sampling_rate: float, generator: torch.Generator) ->
     return torch.cat(parts).long()
 
 
+def poisson_indices_by_coins(n: int, sampling_rate: float, generator: torch.Generator) -> torch.Tensor:
+    """The same law drawn where ``generator`` lives (a GPU): n uniforms, example i included when u_i < q.
+
+    O(n) work, but in one kernel on the device and without a host-side generator or a host-to-device copy; the
+    indices come out sorted, as the geometric-gap sampler's do.
+    """
+    u = torch.rand(n, generator=generator, device=generator.device)
+    return torch.nonzero(u < sampling_rate).squeeze(1)
+
+
+def batch_generator(device: str, seed: int) -> torch.Generator:
+    """The generator of a run's Poisson batches: on the CPU for a CPU run (the exact, reproducible sampler that
+    every CPU figure was measured with), on the device for a GPU run."""
+    dev = torch.device(device)
+    return torch.Generator(device=dev if dev.type != "cpu" else "cpu").manual_seed(seed)
+
+
 def poisson_batches(
     n: int, sampling_rate: float, steps: int, generator: torch.Generator, device: str | torch.device = "cpu"
 ) -> Iterator[torch.Tensor]:
     """Yield ``steps`` index tensors; each example is included independently with probability q.
 
     Batch sizes vary (Binomial(n, q)) and a batch may be empty: callers must handle ``len(idx) == 0``.
-    The indices are drawn on the CPU generator so the batches do not depend on the device.
+    A CPU generator draws by geometric gaps and copies the indices to ``device``; a device generator draws by
+    coins on the device (same law; see :func:`poisson_indices_by_coins`).
     """
+    on_device = generator.device.type != "cpu"
     for _ in range(steps):
-        yield poisson_indices(n, sampling_rate, generator).to(device)
+        if on_device:
+            yield poisson_indices_by_coins(n, sampling_rate, generator)
+        else:
+            yield poisson_indices(n, sampling_rate, generator).to(device)
 
 
 def expected_batch_size(n: int, sampling_rate: float) -> float:

@@ -7,6 +7,7 @@ and rerun; one whose process lives (another sweep on the same store) is left to 
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Sequence
@@ -196,7 +197,7 @@ def run_sweep(configs: Sequence[RunConfig], *, tracking_uri: str | None = None, 
     runner = get_executor(executor, **(executor_options or {}))
     runner.check_tracking_uri(tracking_uri)
     remote = executor != "local"
-    worker_perf = PerfFlags(device=perf.device, threads=perf.threads, dtype=perf.dtype, progress=False) if remote \
+    worker_perf = dataclasses.replace(perf, progress=False) if remote \
         else perf
     run_one = functools.partial(run_configuration, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf,
                                 skip_finished=skip_finished)

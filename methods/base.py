@@ -183,15 +183,31 @@ class Method(ABC):
 
     def train_step(
         self, model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor
-    ) -> float | None:
-        """One step on one Poisson batch; returns the batch loss, or None for an empty batch (no update)."""
+    ) -> torch.Tensor | None:
+        """One step on one Poisson batch; returns the batch loss as a detached 0-d tensor (the harness sums them on
+        the device and reads them once per epoch: no host sync per step), or None for an empty batch."""
         if x.shape[0] == 0:
             return None
         optimizer.zero_grad(set_to_none=True)
         loss = self.loss(model(x), y)
         loss.backward()
         optimizer.step()
-        return float(loss.detach())
+        return loss.detach()
+
+    #: False where the step cannot run under ``torch.compile``; ``compile_refusal`` says why, in one line
+    compilable: ClassVar[bool] = True
+    compile_refusal: ClassVar[str] = ""
+
+    def compile(self, model: nn.Module) -> nn.Module:
+        """What the harness calls ``train_step`` with under ``--compile``: by default the compiled model (it shares
+        the parameters; evaluation and the released model stay the uncompiled one)."""
+        return torch.compile(model)
+
+    def check_amp(self, amp: str) -> None:
+        """Refuse (ConfigError) an autocast mode under which the method's private computation would leave float32.
+
+        The built-in methods keep their mechanism in float32 under any mode; the default accepts every mode."""
+        return None
 
     def fit(self, context: FitContext) -> FitOutput:
         """The method's own loop (``own_loop = True``): train, return what to evaluate where."""

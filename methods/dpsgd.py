@@ -91,13 +91,33 @@ class DPSGD(SubsampledGaussianMethod):
             _noise_only_step(model, optimizer)
             return None
         logits = model(x)
-        if self._criterion is not None:
-            loss = self._criterion(logits, y)
-        else:
-            loss = F.cross_entropy(logits, y)
+        with torch.autocast(device_type=logits.device.type, enabled=False):
+            if self._criterion is not None:
+                loss = self._criterion(logits.float(), y)
+            else:
+                loss = F.cross_entropy(logits.float(), y)
         loss.backward()
+        _per_example_gradients_in_float32(model)
         optimizer.step()
-        return float(loss.detach()) if x.shape[0] else None
+        return loss.detach() if x.shape[0] else None
+
+    compilable = False
+    compile_refusal = "Opacus' per-example-gradient hooks do not run under torch.compile"
+
+    def check_amp(self, amp: str) -> None:
+        if amp != "none" and (self.mode or self.options["grad_sample_mode"]) == "ghost":
+            raise ConfigError(f"--amp {amp} is not allowed for dpsgd with grad_sample_mode=ghost: ghost clipping "
+                              "computes the per-example norms inside Opacus' hooks, in the autocast dtype; use hooks "
+                              "or functorch")
+
+
+def _per_example_gradients_in_float32(model: nn.Module) -> None:
+    """Under autocast Opacus computes per-example gradients in the autocast dtype; clipping and noise must see
+    float32 (the parameters' own dtype)."""
+    for p in model.parameters():
+        gs = getattr(p, "grad_sample", None)
+        if isinstance(gs, torch.Tensor) and gs.dtype != p.dtype:
+            p.grad_sample = gs.to(p.dtype)
 
 
 def _noise_only_step(model: nn.Module, optimizer) -> None:

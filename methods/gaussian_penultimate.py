@@ -48,6 +48,7 @@ class GaussianPenultimate(SubsampledGaussianMethod):
     def __init__(self, **options: Any):
         super().__init__(**options)
         self.feature_dim: int | None = None
+        self._features = None  # the compiled feature extractor under --compile
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
@@ -72,9 +73,18 @@ class GaussianPenultimate(SubsampledGaussianMethod):
                 "noise_norm_over_clip_norm": self.sigma * math.sqrt(self.feature_dim)}
 
     def noisy_features(self, model, x: torch.Tensor) -> torch.Tensor:
+        """The released vectors: clipped and noised in float32 whatever the autocast mode."""
         c = self.options["clip_norm"]
-        h = clip_rows(model.features(x), c)
-        return h + torch.randn_like(h) * (self.sigma * c)
+        features = self._features or model.features
+        h = features(x)
+        with torch.autocast(device_type=h.device.type, enabled=False):
+            h = clip_rows(h.float(), c)
+            return h + torch.randn_like(h) * (self.sigma * c)
+
+    def compile(self, model):
+        """The step calls the feature extractor and the head apart: compile the extractor (the costly part)."""
+        self._features = torch.compile(model.features)
+        return model
 
     def train_step(self, model, optimizer, x, y):
         if x.shape[0] == 0:
@@ -83,4 +93,4 @@ class GaussianPenultimate(SubsampledGaussianMethod):
         loss = F.cross_entropy(model.head(self.noisy_features(model, x)), y)
         loss.backward()
         optimizer.step()
-        return float(loss.detach())
+        return loss.detach()

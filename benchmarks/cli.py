@@ -75,6 +75,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--experiment", default="inputdp")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
     p.add_argument("--threads", type=int, default=0)
+    _add_speed_flags(p)
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--executor", default="local", help="local | ray | submitit")
     p.add_argument("--ray-address", help="a Ray cluster's address (default: start a local one)")
@@ -83,6 +84,19 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, help="local Ray cluster size (CPUs) / SLURM array parallelism")
     p.add_argument("--submitit-folder", default="submitit-logs")
     p.add_argument("--submitit-cluster", help="submitit cluster: slurm (default when available) or local")
+
+
+def _add_speed_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--amp", default="none", help="none | bf16: autocast the network (the mechanism stays float32)")
+    p.add_argument("--channels-last", action="store_true", help="NHWC images and convolution weights")
+    p.add_argument("--compile", action="store_true", help="torch.compile what the method's step calls")
+
+
+def _perf(args: argparse.Namespace, **kw: Any):
+    from .config import PerfFlags
+
+    return PerfFlags(device=args.device, threads=getattr(args, "threads", 0), amp=args.amp,
+                     channels_last=args.channels_last, compile=args.compile, **kw)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -118,7 +132,21 @@ def build_parser() -> argparse.ArgumentParser:
     p_speed.add_argument("--synthetic", action="store_true", help="random inputs of the data set's shape")
     p_speed.add_argument("--device", default="auto")
     p_speed.add_argument("--threads", type=int, default=0)
+    _add_speed_flags(p_speed)
     p_speed.add_argument("--json", action="store_true")
+    p_gpu = sub.add_parser("gpu-check", help="the paper's shapes on synthetic data: step time, examples/s and peak "
+                                             "memory per method and speed variant (a table and a JSON file)")
+    p_gpu.add_argument("--device", default="auto")
+    p_gpu.add_argument("--steps", type=int, default=200, help="timed steps per configuration (the paper's epoch: 200)")
+    p_gpu.add_argument("--warmup", type=int, default=10)
+    p_gpu.add_argument("--batch-size", type=int, default=250, help="the paper's CIFAR-10 batch: 250")
+    p_gpu.add_argument("--shapes", default="cifar10:resnet18,mnist:inception_simple",
+                       help="comma-separated DATASET:MODEL pairs")
+    p_gpu.add_argument("--variants", default="fp32,bf16,compile,bf16+compile",
+                       help="comma-separated from fp32, bf16, compile, bf16+compile (each with --channels-last on a GPU)")
+    p_gpu.add_argument("--methods", default="nonprivate,dirichlet_softmax,gaussian_penultimate,dpsgd")
+    p_gpu.add_argument("--out", default="gpu-check.json", help="where the JSON goes")
+    p_gpu.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     p_rep = sub.add_parser("report", help="leaderboard (md, csv, html) and plots from the finished MLflow runs")
     p_rep.add_argument("--tracking-uri")
     p_rep.add_argument("--experiment", default="inputdp")
@@ -272,7 +300,6 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_speed(args: argparse.Namespace) -> int:
     from inputdp.methods import METHODS
 
-    from .config import PerfFlags
     from .speed import measure
     from .sweep import resolve_methods
 
@@ -282,15 +309,17 @@ def cmd_speed(args: argparse.Namespace) -> int:
     result = measure(methods, dataset=args.dataset, preset=args.preset, model=args.model, batch_size=args.batch_size,
                      steps=args.steps, warmup=args.warmup, norm=args.norm, data_dir=args.data_dir,
                      synthetic=args.synthetic, method_options=parse_options(args.option, methods),
-                     perf=PerfFlags(device=args.device, threads=args.threads, progress=False))
+                     perf=_perf(args, progress=False))
     if args.json:
         print(json.dumps(result.as_json()))
         return 0
     print(f"{result.setup['dataset']} / {result.setup['model']} ({result.setup['norm']} norm), batch "
           f"{result.setup['batch_size']}, {result.setup['steps']} interleaved steps on {result.setup['device']}")
-    print(f"{'method':<22}{'median_step_ms':>16}{'ratio to ' + result.setup['reference']:>24}")
+    print(f"{'method':<22}{'median_step_ms':>16}{'examples_per_s':>16}{'peak_mb':>10}"
+          f"{'ratio to ' + result.setup['reference']:>24}")
     for name, m in result.methods.items():
-        print(f"{name:<22}{1000 * m['median_step_s']:>16.2f}{m['ratio_to_reference']:>24.2f}")
+        print(f"{name:<22}{1000 * m['median_step_s']:>16.2f}{m['examples_per_s']:>16.0f}{m['peak_memory_mb']:>10.0f}"
+              f"{m['ratio_to_reference']:>24.2f}")
     return 0
 
 
@@ -367,7 +396,6 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from .config import PerfFlags
     from .sweep import Overrides, check_feasible, expand, parse_list, resolve_methods, run_sweep
 
     methods = resolve_methods(args.methods)
@@ -385,7 +413,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                      epsilons=parse_list(args.epsilons, float, "--epsilons"),
                      seeds=parse_list(args.seeds, int, "--seeds"), overrides=overrides)
     check_feasible(configs)
-    perf = PerfFlags(device=args.device, threads=args.threads, progress=not args.no_progress)
+    perf = _perf(args, progress=not args.no_progress)
     if args.executor == "local":
         perf.resolve_device()
     options: dict[str, Any] = {}
@@ -422,9 +450,30 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_gpu_check(args: argparse.Namespace) -> int:
+    from .gpucheck import check, write_table
+
+    result = check(shapes=args.shapes, variants=args.variants, methods=args.methods, steps=args.steps,
+                   warmup=args.warmup, batch_size=args.batch_size, device=args.device,
+                   progress=not args.json)
+    from pathlib import Path
+
+    out = Path(args.out)
+    try:
+        out.write_text(json.dumps(result, indent=1))
+    except OSError as err:
+        raise ConfigError(f"--out {args.out!r} cannot be written: {err.strerror or err}") from None
+    if args.json:
+        print(json.dumps(result))
+    else:
+        write_table(result, sys.stdout)
+        print(f"wrote {out}")
+    return 0
+
+
 COMMANDS = {
     "run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate, "speed": cmd_speed, "report": cmd_report,
-    "audit": cmd_audit, "server": cmd_server,
+    "audit": cmd_audit, "server": cmd_server, "gpu-check": cmd_gpu_check,
 }
 
 

@@ -7,7 +7,6 @@ metrics. :class:`PerfFlags` choose where and how fast it runs, never what it com
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import math
 import random
@@ -111,18 +110,11 @@ class Prepared:
     step_model: nn.Module | None = None  # what train_step is called with (the compiled model under --compile)
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
-        """One training step with the run's speed flags: channels-last input, autocast."""
+        """One training step with the run's speed flags (channels-last input; the method applies autocast)."""
         if self.perf.channels_last and x.dim() == 4:
             x = x.contiguous(memory_format=torch.channels_last)
-        with autocast(self.device, self.perf.amp):
-            return self.method.train_step(self.step_model or self.model, self.optimizer, x, y)
-
-
-def autocast(device: str, amp: str):
-    """The autocast context of ``--amp`` (a no-op for "none")."""
-    if amp == "none":
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=torch.device(device).type, dtype=torch.bfloat16)
+        model = self.step_model if self.step_model is not None else self.model
+        return self.method.train_step(model, self.optimizer, x, y)
 
 
 def _check_speed_flags(method: Method, perf: PerfFlags) -> None:
@@ -165,6 +157,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
         model = model.to(memory_format=torch.channels_last)
     model, optimizer = method.prepare(model, optimizer, setup)
     _check_speed_flags(method, perf)
+    method.amp = perf.amp
     step_model = method.compile(model) if perf.compile else None
     return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
                     calibration_seconds, initial_state, perf, step_model)

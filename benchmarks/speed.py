@@ -1,7 +1,8 @@
 """``bench speed``: the training step of each method on the same model and batches, timed interleaved.
 
 After a warm-up, the methods take turns (A B C A B C ...), so drift of the machine hits all of them alike;
-each method's median step time and its ratio to the non-private reference method are reported. Every method trains the same
+each method's median step time, examples per second, peak memory and ratio to the non-private reference method
+are reported. Every method trains the same
 architecture with the same normalisation (GroupNorm by default), so only the method differs.
 """
 
@@ -21,6 +22,7 @@ from inputdp.methods import METHODS, reference_method
 from .config import PerfFlags, RunConfig
 from .errors import ConfigError
 from .harness import Prepared, prepare, synchronize
+from .memory import current_rss_bytes
 from .sweep import Overrides, build_config
 
 
@@ -80,24 +82,33 @@ def measure(
     g = torch.Generator().manual_seed(0)
     batches = [torch.randperm(data.train_size, generator=g)[:batch_size].to(device) for _ in range(8)]
     times: dict[str, list[float]] = {n: [] for n in names}
+    peaks: dict[str, int] = dict.fromkeys(names, 0)
+    cuda = device.startswith("cuda")
     for i in range(warmup + steps):
         idx = batches[i % len(batches)]
         x, y = data.x_train[idx], data.y_train[idx]
         for n in names:
             p = prepared[n]
             synchronize(device)
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(device)
             t0 = time.perf_counter()
-            p.method.train_step(p.model, p.optimizer, x, y)
+            p.step(x, y)
             synchronize(device)
             if i >= warmup:
                 times[n].append(time.perf_counter() - t0)
+            peaks[n] = max(peaks[n], torch.cuda.max_memory_allocated(device) if cuda else current_rss_bytes())
     base = statistics.median(times[reference])
     out = {}
     for n in names:
         med = statistics.median(times[n])
-        out[n] = {"median_step_s": med, "ratio_to_reference": med / base, **prepared[n].method.describe()}
+        out[n] = {"median_step_s": med, "examples_per_s": batch_size / med, "peak_memory_mb": peaks[n] / 2**20,
+                  "ratio_to_reference": med / base, **prepared[n].method.describe()}
     first = prepared[names[0]]
     setup = {"reference": reference, "dataset": dataset,
              "model": first.config.model, "norm": norm, "batch_size": batch_size, "steps": steps,
-             "warmup": warmup, "device": device, "data": source, "threads": torch.get_num_threads()}
+             "warmup": warmup, "device": device, "data": source, "threads": torch.get_num_threads(),
+             "peak_memory_kind": "cuda_max_allocated during the method's steps" if cuda
+             else "process RSS after the method's steps (not attributable to one method on a CPU)",
+             **perf.as_params()}
     return SpeedResult(out, setup)

@@ -14,6 +14,7 @@ is written down in ``methods/THEORY.md``.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable, Mapping
@@ -189,10 +190,22 @@ class Method(ABC):
         if x.shape[0] == 0:
             return None
         optimizer.zero_grad(set_to_none=True)
-        loss = self.loss(model(x), y)
+        with self.autocast(x):
+            logits = model(x)
+        loss = self.loss(logits.float(), y)
         loss.backward()
         optimizer.step()
         return loss.detach()
+
+    #: the autocast mode of the run (``--amp``), set by the harness before the first step
+    amp: str = "none"
+
+    def autocast(self, x: torch.Tensor):
+        """The context a step's network forward runs in: autocast under ``--amp bf16``, else nothing. Only the
+        network goes in it; losses, noise and the optimizer step stay outside, in float32."""
+        if self.amp == "none":
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=x.device.type, dtype=torch.bfloat16)
 
     #: False where the step cannot run under ``torch.compile``; ``compile_refusal`` says why, in one line
     compilable: ClassVar[bool] = True
@@ -201,7 +214,7 @@ class Method(ABC):
     def compile(self, model: nn.Module) -> nn.Module:
         """What the harness calls ``train_step`` with under ``--compile``: by default the compiled model (it shares
         the parameters; evaluation and the released model stay the uncompiled one)."""
-        return torch.compile(model)
+        return torch.compile(model, dynamic=True)  # Poisson batches vary in size: one graph for all
 
     def check_amp(self, amp: str) -> None:
         """Refuse (ConfigError) an autocast mode under which the method's private computation would leave float32.

@@ -56,12 +56,11 @@ def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float)
     A Dirichlet sample is a vector of independent Gamma(a_j, 1) draws divided by their sum, so
     -log p~_y = log(sum_j G_j) - log G_y; torch's Gamma ``rsample`` differentiates through the draws.
     """
-    with torch.autocast(device_type=logits.device.type, enabled=False):  # the mechanism stays in float32
-        s = torch.softmax(logits.float(), dim=-1)
-        conc = r * s + alpha
-        g = Gamma(conc, conc.new_ones(()), validate_args=False).rsample()
-        g = g.clamp_min(torch.finfo(g.dtype).tiny)
-        return torch.log(g.sum(dim=1)) - torch.log(g.gather(1, y.view(-1, 1)).squeeze(1))
+    s = torch.softmax(logits.float(), dim=-1)  # the mechanism in float32, whatever the network computed in
+    conc = r * s + alpha
+    g = Gamma(conc, conc.new_ones(()), validate_args=False).rsample()
+    g = g.clamp_min(torch.finfo(g.dtype).tiny)
+    return torch.log(g.sum(dim=1)) - torch.log(g.gather(1, y.view(-1, 1)).squeeze(1))
 
 
 class DirichletSoftmax(Method):

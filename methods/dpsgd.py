@@ -90,12 +90,12 @@ class DPSGD(SubsampledGaussianMethod):
         if x.shape[0] == 0 and self.mode == "functorch":
             _noise_only_step(model, optimizer)
             return None
-        logits = model(x)
-        with torch.autocast(device_type=logits.device.type, enabled=False):
-            if self._criterion is not None:
-                loss = self._criterion(logits.float(), y)
-            else:
-                loss = F.cross_entropy(logits.float(), y)
+        with self.autocast(x):
+            logits = model(x)
+        if self._criterion is not None:
+            loss = self._criterion(logits.float(), y)
+        else:
+            loss = F.cross_entropy(logits.float(), y)
         loss.backward()
         _per_example_gradients_in_float32(model)
         optimizer.step()

@@ -76,21 +76,24 @@ class GaussianPenultimate(SubsampledGaussianMethod):
         """The released vectors: clipped and noised in float32 whatever the autocast mode."""
         c = self.options["clip_norm"]
         features = self._features or model.features
-        h = features(x)
-        with torch.autocast(device_type=h.device.type, enabled=False):
-            h = clip_rows(h.float(), c)
-            return h + torch.randn_like(h) * (self.sigma * c)
+        with self.autocast(x):
+            h = features(x)
+        h = clip_rows(h.float(), c)
+        return h + torch.randn_like(h) * (self.sigma * c)
 
     def compile(self, model):
         """The step calls the feature extractor and the head apart: compile the extractor (the costly part)."""
-        self._features = torch.compile(model.features)
+        self._features = torch.compile(model.features, dynamic=True)
         return model
 
     def train_step(self, model, optimizer, x, y):
         if x.shape[0] == 0:
             return None
         optimizer.zero_grad(set_to_none=True)
-        loss = F.cross_entropy(model.head(self.noisy_features(model, x)), y)
+        released = self.noisy_features(model, x)
+        with self.autocast(x):
+            logits = model.head(released)
+        loss = F.cross_entropy(logits.float(), y)
         loss.backward()
         optimizer.step()
         return loss.detach()

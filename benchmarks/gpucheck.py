@@ -1,0 +1,178 @@
+"""``bench gpu-check``: the paper's shapes on synthetic data, timed the way a run is timed.
+
+For each (data set, model) shape, method (DP-SGD once per Opacus per-example-gradient mode) and speed variant
+(fp32, bf16, compile, bf16+compile; channels-last on a GPU), it prepares the method as a run would, takes
+``warmup`` steps, then times ``steps`` Poisson-sampled steps with one device sync at each end (what the harness
+does within an epoch), and reports ms/step, the epoch's seconds, examples/s and peak memory, with ratios to the
+non-private reference of the same shape and variant and DP-SGD over Dirichlet. The paper's epoch is 200 steps of
+ResNet-18 on CIFAR-10 at an expected batch of 250. On a CPU it runs at a smoke size (``--steps 3``) so it cannot rot.
+"""
+
+from __future__ import annotations
+
+import platform
+import time
+from typing import Any, TextIO
+
+import torch
+
+from inputdp.datasets import DATASETS
+from inputdp.methods import METHODS, reference_method
+
+from .config import PerfFlags
+from .errors import ConfigError
+from .harness import prepare, synchronize
+from .memory import PeakMemory
+from .models import MODELS
+from .sampling import batch_generator, poisson_batches
+from .speed import synthetic_data
+from .sweep import Overrides, build_config
+
+VARIANTS = {"fp32": ("none", False), "bf16": ("bf16", False), "compile": ("none", True),
+            "bf16+compile": ("bf16", True)}
+OPACUS_MODES = ("hooks", "functorch", "ghost")
+
+
+def _parse_shapes(text: str) -> list[tuple[str, str]]:
+    shapes = []
+    for item in (t.strip() for t in text.split(",") if t.strip()):
+        dataset, sep, model = item.partition(":")
+        if not sep:
+            raise ConfigError(f"--shapes item {item!r} is not allowed: write DATASET:MODEL, e.g. cifar10:resnet18")
+        DATASETS.get(dataset)
+        MODELS.get(model)
+        shapes.append((dataset, model))
+    if not shapes:
+        raise ConfigError("--shapes is empty: give DATASET:MODEL pairs")
+    return shapes
+
+
+def _parse_variants(text: str) -> list[str]:
+    variants = [v.strip() for v in text.split(",") if v.strip()]
+    bad = [v for v in variants if v not in VARIANTS]
+    if bad or not variants:
+        raise ConfigError(f"--variants {text!r} is not allowed: choose from {', '.join(VARIANTS)}")
+    return variants
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return text[:200]
+
+
+def _time_one(config, perf: PerfFlags, data, steps: int, warmup: int) -> dict[str, float]:
+    p = prepare(config, perf, data)
+    q, n = config.privacy.sampling_rate, data.train_size
+    gen = batch_generator(p.device, 0)
+    for idx in poisson_batches(n, q, warmup, gen, p.device):
+        p.step(data.x_train[idx], data.y_train[idx])
+    examples = 0
+    with PeakMemory(p.device) as memory:
+        synchronize(p.device)
+        t0 = time.perf_counter()
+        for idx in poisson_batches(n, q, steps, gen, p.device):
+            p.step(data.x_train[idx], data.y_train[idx])
+            examples += int(idx.shape[0])
+        synchronize(p.device)
+        elapsed = time.perf_counter() - t0
+    return {"ms_per_step": 1000 * elapsed / steps, "epoch_s": elapsed, "examples_per_s": examples / elapsed,
+            "peak_memory_mb": memory.peak_mb, **{f"mode_{k}": v for k, v in p.method.describe().items()}}
+
+
+def check(*, shapes: str, variants: str, methods: str, steps: int, warmup: int, batch_size: int, device: str,
+          progress: bool = True) -> dict[str, Any]:
+    for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0), ("batch-size", batch_size, 1)):
+        if not (isinstance(value, int) and value >= low):
+            raise ConfigError(f"--{name} {value!r} is not allowed: it must be an integer >= {low}")
+    shape_list, variant_list = _parse_shapes(shapes), _parse_variants(variants)
+    method_list = [m.strip() for m in methods.split(",") if m.strip()]
+    for m in method_list:
+        if METHODS.get(m).load().own_loop:
+            raise ConfigError(f"--methods: {m} trains in its own loop and has no step to time; leave it out")
+    reference = reference_method()
+    method_list = list(dict.fromkeys([reference, *method_list]))
+    dev = PerfFlags(device=device).resolve_device()
+    on_gpu = dev.startswith("cuda")
+    jobs = []
+    for dataset, model in shape_list:
+        for m in method_list:
+            modes = OPACUS_MODES if m == "dpsgd" else (None,)
+            for mode in modes:
+                for v in variant_list:
+                    jobs.append((dataset, model, m, mode, v))
+    bar = None
+    if progress:
+        from tqdm.auto import tqdm
+
+        bar = tqdm(total=len(jobs), desc="gpu-check", unit="config", leave=False)
+    rows: list[dict[str, Any]] = []
+    data_cache: dict[str, Any] = {}
+    for dataset, model, m, mode, v in jobs:
+        info = DATASETS.get(dataset)
+        n = min(info.train_size, 200 * batch_size)
+        if dataset not in data_cache:
+            data_cache.clear()
+            data_cache[dataset] = synthetic_data(dataset, n, dev)
+        data = data_cache[dataset]
+        amp, compiled = VARIANTS[v]
+        row: dict[str, Any] = {"dataset": dataset, "model": model, "method": m, "opacus_mode": mode or "",
+                               "variant": v, "channels_last": on_gpu}
+        options = {m: {"grad_sample_mode": mode}} if mode else {}
+        try:
+            config = build_config(method=m, dataset=dataset, preset="paper", epsilon=1.0, seed=0,
+                                  overrides=Overrides(model=model, norm="group", sampling_rate=batch_size / n,
+                                                      steps=warmup + steps, train_examples=n,
+                                                      method_options=options))
+            perf = PerfFlags(device=dev, amp=amp, compile=compiled, channels_last=on_gpu, progress=False)
+            row.update(_time_one(config, perf, data, steps, warmup))
+        except ConfigError as err:
+            row["refused"] = _one_line(err)
+        except Exception as err:  # noqa: BLE001 - an Opacus mode that does not support a layer, say: recorded
+            row["failed"] = f"{type(err).__name__}: {_one_line(err)}"
+        rows.append(row)
+        if bar is not None:
+            bar.update(1)
+    if bar is not None:
+        bar.close()
+    _ratios(rows, reference)
+    return {
+        "device": torch.cuda.get_device_name(dev) if on_gpu else (platform.processor() or platform.machine()),
+        "torch": torch.__version__, "steps": steps, "warmup": warmup, "expected_batch_size": batch_size,
+        "reference": reference, "rows": rows,
+    }
+
+
+def _ratios(rows: list[dict[str, Any]], reference: str) -> None:
+    def epoch(dataset, model, method, variant):
+        times = [r["epoch_s"] for r in rows if (r["dataset"], r["model"], r["method"], r["variant"]) ==
+                 (dataset, model, method, variant) and "epoch_s" in r]
+        return min(times) if times else None  # DP-SGD: its fastest valid mode
+
+    for r in rows:
+        if "epoch_s" not in r:
+            continue
+        base = epoch(r["dataset"], r["model"], reference, r["variant"])
+        if base:
+            r[f"ratio_to_{reference}"] = r["epoch_s"] / base
+        if r["method"] == "dpsgd":
+            dirichlet = epoch(r["dataset"], r["model"], "dirichlet_softmax", r["variant"])
+            if dirichlet:
+                r["dpsgd_over_dirichlet"] = r["epoch_s"] / dirichlet
+
+
+def write_table(result: dict[str, Any], out: TextIO) -> None:
+    ref = result["reference"]
+    out.write(f"{result['device']} (torch {result['torch']}): {result['steps']} timed steps after {result['warmup']} "
+              f"of warm-up, expected batch {result['expected_batch_size']}, synthetic data\n")
+    out.write(f"| shape | method | variant | ms/step | epoch s | examples/s | peak MB | / {ref} |\n")
+    out.write("|---|---|---|---|---|---|---|---|\n")
+    for r in result["rows"]:
+        method = r["method"] + (f" ({r['opacus_mode']})" if r["opacus_mode"] else "")
+        shape = f"{r['dataset']} {r['model']}"
+        if "epoch_s" in r:
+            ratio = r.get(f"ratio_to_{ref}")
+            out.write(f"| {shape} | {method} | {r['variant']} | {r['ms_per_step']:.2f} | {r['epoch_s']:.2f} | "
+                      f"{r['examples_per_s']:.0f} | {r['peak_memory_mb']:.0f} | "
+                      f"{'' if ratio is None else f'{ratio:.2f}'} |\n")
+        else:
+            out.write(f"| {shape} | {method} | {r['variant']} | {r.get('refused') or r.get('failed')} |||||\n")

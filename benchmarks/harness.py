@@ -155,9 +155,9 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
                           device=device, grad_sample_mode=MODELS.get(config.model).grad_sample_mode)
     if perf.channels_last:
         model = model.to(memory_format=torch.channels_last)
+    method.amp = perf.amp
     model, optimizer = method.prepare(model, optimizer, setup)
     _check_speed_flags(method, perf)
-    method.amp = perf.amp
     step_model = method.compile(model) if perf.compile else None
     return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
                     calibration_seconds, initial_state, perf, step_model)

@@ -55,6 +55,8 @@ class DPSGD(SubsampledGaussianMethod):
         mode = self.options["grad_sample_mode"]
         if mode == "auto":  # the model registry's measured fastest mode for this model
             mode = setup.grad_sample_mode
+            if mode == "ghost" and self.amp != "none":  # ghost norms would be taken in bf16 (see check_amp)
+                mode = "hooks"
         self.mode = mode
         kwargs: dict[str, Any] = {"batch_first": True, "loss_reduction": "mean"}
         if mode == "ghost":

@@ -140,11 +140,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_gpu.add_argument("--steps", type=int, default=200, help="timed steps per configuration (the paper's epoch: 200)")
     p_gpu.add_argument("--warmup", type=int, default=10)
     p_gpu.add_argument("--batch-size", type=int, default=250, help="the paper's CIFAR-10 batch: 250")
-    p_gpu.add_argument("--shapes", default="cifar10:resnet18,mnist:inception_simple",
-                       help="comma-separated DATASET:MODEL pairs")
+    p_gpu.add_argument("--shapes", help="comma-separated DATASET:MODEL pairs (default: the paper's, see presets.py)")
     p_gpu.add_argument("--variants", default="fp32,bf16,compile,bf16+compile",
                        help="comma-separated from fp32, bf16, compile, bf16+compile (each with --channels-last on a GPU)")
-    p_gpu.add_argument("--methods", default="nonprivate,dirichlet_softmax,gaussian_penultimate,dpsgd")
+    p_gpu.add_argument("--methods", default="all", help="'all' (every method with a per-step loop) or a list")
     p_gpu.add_argument("--out", default="gpu-check.json", help="where the JSON goes")
     p_gpu.add_argument("--json", action="store_true", help="print the JSON instead of the table")
     p_rep = sub.add_parser("report", help="leaderboard (md, csv, html) and plots from the finished MLflow runs")

@@ -166,12 +166,12 @@ class RunConfig:
 class PerfFlags:
     """How fast a run goes; never what it computes privately.
 
-    ``amp="bf16"`` runs the network's forward and backward under autocast; what the privacy rests on stays in
-    float32 whatever the flag (the Dirichlet concentration, Gamma draws and log-probabilities, the penultimate
-    features' clipping and noise, Opacus' per-example gradients, clipping and noise, all accounting).
-    ``channels_last`` stores images and convolution weights NHWC; ``compile`` runs ``torch.compile`` on what the
-    method's step calls (refused, in one line, by a method whose step cannot be compiled). The rounding of bf16
-    changes a run's numbers, not its definition: compare precisions in separate experiments.
+    ``amp="bf16"`` runs the network's forward and backward under autocast; each method keeps the computation its
+    guarantee rests on (its noise, its sampling, its losses, its per-example clipping) and all accounting in
+    float32, and refuses a mode it cannot (``Method.check_amp``). ``channels_last`` stores images and convolution
+    weights NHWC; ``compile`` runs ``torch.compile`` on what the method's step calls (refused, in one line, by a
+    method whose step cannot be compiled). The rounding of bf16 changes a run's numbers, not its definition:
+    compare precisions in separate experiments.
     """
 
     device: str = "auto"

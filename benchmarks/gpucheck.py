@@ -1,11 +1,12 @@
 """``bench gpu-check``: the paper's shapes on synthetic data, timed the way a run is timed.
 
-For each (data set, model) shape, method (DP-SGD once per Opacus per-example-gradient mode) and speed variant
-(fp32, bf16, compile, bf16+compile; channels-last on a GPU), it prepares the method as a run would, takes
-``warmup`` steps, then times ``steps`` Poisson-sampled steps with one device sync at each end (what the harness
-does within an epoch), and reports ms/step, the epoch's seconds, examples/s and peak memory, with ratios to the
-non-private reference of the same shape and variant and DP-SGD over Dirichlet. The paper's epoch is 200 steps of
-ResNet-18 on CIFAR-10 at an expected batch of 250. On a CPU it runs at a smoke size (``--steps 3``) so it cannot rot.
+For each (data set, model) shape, method (once per option set it declares in ``speed_variants``: DP-SGD per
+Opacus per-example-gradient mode) and speed variant (fp32, bf16, compile, bf16+compile; channels-last on a GPU),
+it prepares the method as a run would, takes ``warmup`` steps, then times ``steps`` Poisson-sampled steps with one
+device sync at each end (what the harness does within an epoch), and reports ms/step, the epoch's seconds,
+examples/s and peak memory, with ratios to the non-private reference of the same shape and variant, and of one
+method over another (``presets.GPU_CHECK_COMPARE``). The paper's epoch is 200 steps of ResNet-18 on CIFAR-10 at
+an expected batch of 250. On a CPU it runs at a smoke size (``--steps 3``) so it cannot rot.
 """
 
 from __future__ import annotations
@@ -24,13 +25,13 @@ from .errors import ConfigError
 from .harness import prepare, synchronize
 from .memory import PeakMemory
 from .models import MODELS
+from .presets import GPU_CHECK_COMPARE, GPU_CHECK_SHAPES
 from .sampling import batch_generator, poisson_batches
 from .speed import synthetic_data
 from .sweep import Overrides, build_config
 
 VARIANTS = {"fp32": ("none", False), "bf16": ("bf16", False), "compile": ("none", True),
             "bf16+compile": ("bf16", True)}
-OPACUS_MODES = ("hooks", "functorch", "ghost")
 
 
 def _parse_shapes(text: str) -> list[tuple[str, str]]:
@@ -79,13 +80,16 @@ def _time_one(config, perf: PerfFlags, data, steps: int, warmup: int) -> dict[st
             "peak_memory_mb": memory.peak_mb, **{f"mode_{k}": v for k, v in p.method.describe().items()}}
 
 
-def check(*, shapes: str, variants: str, methods: str, steps: int, warmup: int, batch_size: int, device: str,
+def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup: int, batch_size: int, device: str,
           progress: bool = True) -> dict[str, Any]:
     for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0), ("batch-size", batch_size, 1)):
         if not (isinstance(value, int) and value >= low):
             raise ConfigError(f"--{name} {value!r} is not allowed: it must be an integer >= {low}")
-    shape_list, variant_list = _parse_shapes(shapes), _parse_variants(variants)
-    method_list = [m.strip() for m in methods.split(",") if m.strip()]
+    shape_list, variant_list = _parse_shapes(shapes or GPU_CHECK_SHAPES), _parse_variants(variants)
+    if methods == "all":
+        method_list = [m for m in METHODS.names() if not METHODS.get(m).load().own_loop]
+    else:
+        method_list = [m.strip() for m in methods.split(",") if m.strip()]
     for m in method_list:
         if METHODS.get(m).load().own_loop:
             raise ConfigError(f"--methods: {m} trains in its own loop and has no step to time; leave it out")
@@ -96,10 +100,9 @@ def check(*, shapes: str, variants: str, methods: str, steps: int, warmup: int, 
     jobs = []
     for dataset, model in shape_list:
         for m in method_list:
-            modes = OPACUS_MODES if m == "dpsgd" else (None,)
-            for mode in modes:
+            for options in METHODS.get(m).load().speed_variants:
                 for v in variant_list:
-                    jobs.append((dataset, model, m, mode, v))
+                    jobs.append((dataset, model, m, dict(options), v))
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -107,7 +110,7 @@ def check(*, shapes: str, variants: str, methods: str, steps: int, warmup: int, 
         bar = tqdm(total=len(jobs), desc="gpu-check", unit="config", leave=False)
     rows: list[dict[str, Any]] = []
     data_cache: dict[str, Any] = {}
-    for dataset, model, m, mode, v in jobs:
+    for dataset, model, m, options, v in jobs:
         info = DATASETS.get(dataset)
         n = min(info.train_size, 200 * batch_size)
         if dataset not in data_cache:
@@ -115,14 +118,14 @@ def check(*, shapes: str, variants: str, methods: str, steps: int, warmup: int, 
             data_cache[dataset] = synthetic_data(dataset, n, dev)
         data = data_cache[dataset]
         amp, compiled = VARIANTS[v]
-        row: dict[str, Any] = {"dataset": dataset, "model": model, "method": m, "opacus_mode": mode or "",
+        row: dict[str, Any] = {"dataset": dataset, "model": model, "method": m,
+                               "options": ",".join(f"{k}={val}" for k, val in options.items()),
                                "variant": v, "channels_last": on_gpu}
-        options = {m: {"grad_sample_mode": mode}} if mode else {}
         try:
             config = build_config(method=m, dataset=dataset, preset="paper", epsilon=1.0, seed=0,
                                   overrides=Overrides(model=model, norm="group", sampling_rate=batch_size / n,
                                                       steps=warmup + steps, train_examples=n,
-                                                      method_options=options))
+                                                      method_options={m: options}))
             perf = PerfFlags(device=dev, amp=amp, compile=compiled, channels_last=on_gpu, progress=False)
             row.update(_time_one(config, perf, data, steps, warmup))
         except ConfigError as err:
@@ -146,18 +149,19 @@ def _ratios(rows: list[dict[str, Any]], reference: str) -> None:
     def epoch(dataset, model, method, variant):
         times = [r["epoch_s"] for r in rows if (r["dataset"], r["model"], r["method"], r["variant"]) ==
                  (dataset, model, method, variant) and "epoch_s" in r]
-        return min(times) if times else None  # DP-SGD: its fastest valid mode
+        return min(times) if times else None  # a method with several option sets: its fastest valid one
 
+    numerator, denominator = GPU_CHECK_COMPARE
     for r in rows:
         if "epoch_s" not in r:
             continue
         base = epoch(r["dataset"], r["model"], reference, r["variant"])
         if base:
             r[f"ratio_to_{reference}"] = r["epoch_s"] / base
-        if r["method"] == "dpsgd":
-            dirichlet = epoch(r["dataset"], r["model"], "dirichlet_softmax", r["variant"])
-            if dirichlet:
-                r["dpsgd_over_dirichlet"] = r["epoch_s"] / dirichlet
+        if r["method"] == numerator:
+            other = epoch(r["dataset"], r["model"], denominator, r["variant"])
+            if other:
+                r[f"{numerator}_over_{denominator}"] = r["epoch_s"] / other
 
 
 def write_table(result: dict[str, Any], out: TextIO) -> None:
@@ -167,7 +171,7 @@ def write_table(result: dict[str, Any], out: TextIO) -> None:
     out.write(f"| shape | method | variant | ms/step | epoch s | examples/s | peak MB | / {ref} |\n")
     out.write("|---|---|---|---|---|---|---|---|\n")
     for r in result["rows"]:
-        method = r["method"] + (f" ({r['opacus_mode']})" if r["opacus_mode"] else "")
+        method = r["method"] + (f" ({r['options']})" if r["options"] else "")
         shape = f"{r['dataset']} {r['model']}"
         if "epoch_s" in r:
             ratio = r.get(f"ratio_to_{ref}")

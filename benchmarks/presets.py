@@ -115,3 +115,9 @@ PRESETS.register(Preset(
                                       method_options={"dirichlet_softmax": _PAPER_DIRICHLET, "dpsgd": _PAPER_DPSGD}),
     },
 ))
+
+
+#: ``bench gpu-check``'s defaults: the paper's shapes (ResNet-18 on CIFAR-10, the simplified Inception on MNIST)
+#: and the pair whose epoch-time ratio the paper reports (about 60 s / 30 s on a Quadro RTX 6000)
+GPU_CHECK_SHAPES = "cifar10:resnet18,mnist:inception_simple"
+GPU_CHECK_COMPARE = ("dpsgd", "dirichlet_softmax")

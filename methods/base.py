@@ -207,6 +207,8 @@ class Method(ABC):
             return contextlib.nullcontext()
         return torch.autocast(device_type=x.device.type, dtype=torch.bfloat16)
 
+    #: option sets a speed check times separately (DP-SGD: each per-example-gradient mode); one empty set by default
+    speed_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
     #: False where the step cannot run under ``torch.compile``; ``compile_refusal`` says why, in one line
     compilable: ClassVar[bool] = True
     compile_refusal: ClassVar[str] = ""

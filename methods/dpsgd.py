@@ -103,6 +103,7 @@ class DPSGD(SubsampledGaussianMethod):
         optimizer.step()
         return loss.detach() if x.shape[0] else None
 
+    speed_variants = tuple({"grad_sample_mode": m} for m in GRAD_SAMPLE_MODES if m != "auto")
     compilable = False
     compile_refusal = "Opacus' per-example-gradient hooks do not run under torch.compile"
 

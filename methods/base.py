@@ -114,6 +114,13 @@ class Method(ABC):
     private: ClassVar[bool] = True
     #: methods whose shape is not one step per Poisson batch (PATE) set this and implement ``fit``
     own_loop: ClassVar[bool] = False
+    #: option sets a speed check times separately (DP-SGD: each per-example-gradient mode); one empty set by default
+    speed_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
+    #: False where the step cannot run under ``torch.compile``; ``compile_refusal`` says why, in one line
+    compilable: ClassVar[bool] = True
+    compile_refusal: ClassVar[str] = ""
+    #: the autocast mode of the run (``--amp``), set by the harness before ``prepare``
+    amp: str = "none"
 
     def __init__(self, **options: Any):
         unknown = sorted(set(options) - set(self.option_defaults))
@@ -197,21 +204,12 @@ class Method(ABC):
         optimizer.step()
         return loss.detach()
 
-    #: the autocast mode of the run (``--amp``), set by the harness before the first step
-    amp: str = "none"
-
     def autocast(self, x: torch.Tensor):
         """The context a step's network forward runs in: autocast under ``--amp bf16``, else nothing. Only the
         network goes in it; losses, noise and the optimizer step stay outside, in float32."""
         if self.amp == "none":
             return contextlib.nullcontext()
         return torch.autocast(device_type=x.device.type, dtype=torch.bfloat16)
-
-    #: option sets a speed check times separately (DP-SGD: each per-example-gradient mode); one empty set by default
-    speed_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
-    #: False where the step cannot run under ``torch.compile``; ``compile_refusal`` says why, in one line
-    compilable: ClassVar[bool] = True
-    compile_refusal: ClassVar[str] = ""
 
     def compile(self, model: nn.Module) -> nn.Module:
         """What the harness calls ``train_step`` with under ``--compile``: by default the compiled model (it shares

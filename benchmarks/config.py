@@ -170,8 +170,8 @@ class PerfFlags:
     guarantee rests on (its noise, its sampling, its losses, its per-example clipping) and all accounting in
     float32, and refuses a mode it cannot (``Method.check_amp``). ``channels_last`` stores images and convolution
     weights NHWC; ``compile`` runs ``torch.compile`` on what the method's step calls (refused, in one line, by a
-    method whose step cannot be compiled). The rounding of bf16 changes a run's numbers, not its definition:
-    compare precisions in separate experiments.
+    method whose step cannot be compiled). The rounding of bf16 changes a run's numbers, not its definition; the
+    store keeps the two precisions apart (:func:`run_key`).
     """
 
     device: str = "auto"
@@ -200,3 +200,13 @@ class PerfFlags:
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError(f"device={self.device!r} is not available here: no CUDA device; use cpu or auto")
         return self.device
+
+
+def run_key(config: RunConfig, perf: PerfFlags) -> str:
+    """What the store knows a run by: its configuration, and its precision when not float32 (bf16 rounds
+    differently, so a bf16 run does not stand in for a float32 one, nor the other way round)."""
+    return config.key() if perf.amp == "none" else f"{config.key()}-{perf.amp}"
+
+
+def precision(perf: PerfFlags) -> str:
+    return "float32" if perf.amp == "none" else perf.amp

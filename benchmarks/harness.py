@@ -25,7 +25,7 @@ from inputdp.methods import create_method
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
 from . import names
-from .config import PerfFlags, RunConfig
+from .config import PerfFlags, RunConfig, precision, run_key
 from .errors import ConfigError
 from .memory import PeakMemory
 from .models import MODELS, build_model
@@ -177,7 +177,8 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     params.update({f"method.{k}": v for k, v in p.method.describe().items()})
     tags = {
         names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
-        names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_CONFIG_KEY: config.key(),
+        names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_CONFIG_KEY: run_key(config, p.perf),
+        names.TAG_PRECISION: precision(p.perf),
         names.TAG_SEED: str(config.seed), names.TAG_NORM: p.norm, **p.claim.as_tags(),
     }
     return params, tags

@@ -10,6 +10,7 @@ TAG_PRESET = "preset"
 TAG_MODEL = "model"
 TAG_SEED = "seed"
 TAG_NORM = "norm"
+TAG_PRECISION = "precision"  # "float32", or the autocast dtype of --amp
 TAG_MATCH_KEY = "match_key"  # runs at the same (dataset, epsilon, delta, q, T) are compared
 TAG_CONFIG_KEY = "config_key"  # two runs with the same key are the same run
 TAG_PID = "pid"  # the process that runs (or ran) the run, to find and stop it

@@ -17,7 +17,7 @@ from typing import Any
 from inputdp.datasets import DATASETS
 from inputdp.methods import METHODS
 
-from .config import PerfFlags, PrivacySpec, RunConfig
+from .config import PerfFlags, PrivacySpec, RunConfig, run_key
 from .errors import ConfigError
 from .executors import get_executor
 from .presets import PRESETS
@@ -165,7 +165,7 @@ def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: s
     tracker = MLflowTracker(tracking_uri, experiment)
     marked = 0
     if skip_finished:
-        claim = tracker.claim(config.key(), run_name(config))
+        claim = tracker.claim(run_key(config, perf), run_name(config))
         marked = claim.marked_failed
         if claim.status == "finished":
             return RunSummary(config, "skipped", marked_failed=marked)
@@ -178,11 +178,12 @@ def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: s
     return RunSummary(config, "ran", dict(result.metrics), marked)
 
 
-def mark_lost_run(config: RunConfig, error: str, *, tracking_uri: str | None, experiment: str) -> RunSummary:
+def mark_lost_run(config: RunConfig, error: str, *, tracking_uri: str | None, experiment: str,
+                  perf: PerfFlags) -> RunSummary:
     """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
     try:
         tracker = MLflowTracker(tracking_uri, experiment)
-        runs = runs_with_key(tracker.client, tracker.experiment_id, config.key())
+        runs = runs_with_key(tracker.client, tracker.experiment_id, run_key(config, perf))
         marked = reap(tracker.client, tracker.experiment_id, runs)[1]
     except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then
         marked = 0
@@ -201,7 +202,7 @@ def run_sweep(configs: Sequence[RunConfig], *, tracking_uri: str | None = None, 
         else perf
     run_one = functools.partial(run_configuration, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf,
                                 skip_finished=skip_finished)
-    lost = functools.partial(mark_lost_run, tracking_uri=tracking_uri, experiment=experiment)
+    lost = functools.partial(mark_lost_run, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf)
     outcome = SweepOutcome()
     for summary in runner.map(configs, run_one=run_one, lost=lost, perf=perf):
         outcome.add(summary)

@@ -47,6 +47,12 @@ def _col(df: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
     return df[name] if name in df.columns else pd.Series(default, index=df.index)
 
 
+def _method_label(method: pd.Series, precision: pd.Series) -> pd.Series:
+    """A run in another precision than float32 is its own row: "dirichlet_softmax [bf16]"."""
+    other = precision.notna() & (precision != "float32")
+    return method.where(~other, method + " [" + precision.astype(str) + "]")
+
+
 def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(training runs, audit runs), one row per run with plain column names."""
     if runs.empty:
@@ -57,7 +63,7 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "dataset": _col(runs, f"tags.{names.TAG_DATASET}"),
         "preset": _col(runs, f"tags.{names.TAG_PRESET}"),
         "model": _col(runs, f"params.{names.PARAM_MODEL}"),
-        "method": _col(runs, f"tags.{names.TAG_METHOD}"),
+        "method": _method_label(_col(runs, f"tags.{names.TAG_METHOD}"), _col(runs, f"tags.{names.TAG_PRECISION}")),
         "epsilon": pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce"),
         "delta": pd.to_numeric(_col(runs, f"params.{names.PARAM_DELTA}"), errors="coerce"),
         "q": pd.to_numeric(_col(runs, f"params.{names.PARAM_SAMPLING_RATE}"), errors="coerce"),

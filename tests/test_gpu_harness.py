@@ -200,3 +200,19 @@ def test_gpu_check_compiles_what_can_be_compiled(tmp_path):
     compiled = [r for r in rows if r["method"] in ("nonprivate", "dirichlet_softmax")]
     assert len(compiled) == 2 and all(r["epoch_s"] > 0 for r in compiled)
     assert all("--compile is not allowed for dpsgd" in r["refused"] for r in rows if r["method"] == "dpsgd")
+
+
+def test_a_bf16_run_is_not_the_float32_run_of_its_configuration(shared_data, tmp_path):
+    from inputdp.benchmarks.sweep import expand, run_sweep
+    from inputdp.reports.leaderboard import load_runs, tidy
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    configs = expand(methods=["nonprivate"], dataset="mnist", preset="smoke", epsilons=[1.0], seeds=[0],
+                     overrides=Overrides(steps=4, data_dir=str(shared_data)))
+    fp32 = PerfFlags(device="cpu", progress=False)
+    assert len(run_sweep(configs, tracking_uri=uri, perf=fp32).ran) == 1
+    second = run_sweep(configs, tracking_uri=uri, perf=BF16)
+    assert len(second.ran) == 1 and not second.skipped  # not taken for the float32 run
+    assert len(run_sweep(configs, tracking_uri=uri, perf=BF16).skipped) == 1  # but a bf16 rerun is
+    train, _ = tidy(load_runs(uri))
+    assert sorted(train["method"]) == ["nonprivate", "nonprivate [bf16]"]

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from inputdp.methods.pate import analysis
-from inputdp.methods.pate.smooth_sensitivity import smooth_sensitivity
+from inputdp.methods.pate.smooth_sensitivity import _renyi_gaussians as _renyi
+from inputdp.methods.pate.smooth_sensitivity import gnss_exact_rdp, gnss_rdp, release_cost, smooth_sensitivity
 from inputdp.methods.pate.teachers import TeacherEnsemble
 
 ORDERS = np.array([2.0, 3.5, 8.0, 14.0, 20.0, 40.0])
@@ -89,6 +90,63 @@ def test_local_sensitivity_bound_covers_real_neighbours():
     assert ss >= ls0
 
 
+def renyi_by_quadrature(lam: float, mu0: float, s0: float, mu1: float, s1: float) -> float:
+    """D_lam(P || Q) = log(integral p^lam q^(1-lam)) / (lam - 1), integrated numerically in log space."""
+    from scipy import integrate, stats
+
+    def integrand(x):
+        return math.exp(lam * stats.norm.logpdf(x, mu0, s0) + (1 - lam) * stats.norm.logpdf(x, mu1, s1))
+
+    centre, width = (mu0 + mu1) / 2, 40 * max(s0, s1)
+    value, _ = integrate.quad(integrand, centre - width, centre + width, points=[mu0, mu1], limit=400,
+                              epsabs=0, epsrel=1e-10)
+    return math.log(value) / (lam - 1)
+
+
+@pytest.mark.parametrize("lam,s0,s1,shift", [(2.0, 1.0, 1.2, 0.5), (14.0, 20.0, 19.5, 1.0), (5.0, 3.0, 2.9, 0.9),
+                                             (30.0, 50.0, 51.0, 1.0), (12.0, 5.0, 4.9, 0.97)])
+def test_the_closed_form_divergence_matches_quadrature(lam, s0, s1, shift):
+    assert _renyi(lam, 0.0, s0, shift, s1) == pytest.approx(renyi_by_quadrature(lam, 0.0, s0, shift, s1), rel=1e-6)
+
+
+def brute_worst(lam: float, beta: float, sigma: float, grid: int = 4001) -> float:
+    """An independent search of the worst neighbour pair: SS(D) = 1, SS(D') = r on a grid over
+    [e^-beta, e^beta], shift min(1, r), both directions."""
+    worst = 0.0
+    for r in np.exp(np.linspace(-beta, beta, grid)):
+        shift = min(1.0, r)
+        worst = max(worst, _renyi(lam, 0.0, sigma, shift, sigma * r), _renyi(lam, shift, sigma * r, 0.0, sigma))
+    return worst
+
+
+@pytest.mark.parametrize("lam", [2.0, 5.0, 12.0, 14.0, 30.0])
+@pytest.mark.parametrize("sigma", [1.0, 5.0, 20.0, 50.0, 200.0])
+def test_the_release_cost_bounds_the_exact_divergence(lam, sigma):
+    beta = 0.4 / lam
+    exact = brute_worst(lam, beta, sigma)
+    assert gnss_exact_rdp(lam, beta, sigma) >= exact * (1 - 1e-12)
+    assert release_cost(lam, beta, sigma) >= exact and release_cost(lam, beta, sigma) >= gnss_rdp(lam, beta, sigma)
+
+
+def test_theorem_23_alone_falls_short_where_sigma_is_small():
+    """Measured, not assumed: the paper's bound is below the exact divergence at small sigma (so both are taken)."""
+    lam, beta = 14.0, 0.4 / 14.0
+    assert gnss_rdp(lam, beta, 5.0) < brute_worst(lam, beta, 5.0)
+    assert gnss_rdp(lam, beta, 50.0) >= brute_worst(lam, beta, 50.0)
+
+
+def test_the_old_release_charge_was_too_small():
+    """(lambda + 1) / sigma^2, what the release was charged before: far below the exact divergence of neighbours."""
+    lam, sigma = 12.0, 50.0
+    exact = brute_worst(lam, 0.4 / lam, sigma)
+    assert (lam + 1) / sigma**2 < exact / 5
+
+
+def test_gnss_refuses_orders_outside_its_range():
+    with pytest.raises(ValueError):
+        gnss_rdp(14.0, 1 / 20, 10.0)  # 2 * order * beta >= 1
+
+
 def test_teachers_do_not_share_gradients():
     torch.manual_seed(0)
     ens = TeacherEnsemble(3, 1, 28, 10, width=4)
@@ -117,6 +175,10 @@ def test_pate_smoke_run(shared_data):
     for key in ("teacher_count", "teacher_mean_accuracy", "queries_asked", "queries_answered",
                 "epsilon_data_independent", "epsilon_data_dependent_sanitised", "time_teachers_s", "time_student_s"):
         assert key in m
+    # computed from the votes, so never published unsanitised: the smooth sensitivity, a noise scale or an order
+    # tuned on them (the release's order and sigma are options, fixed before any vote)
+    for key in m:
+        assert not any(word in key for word in ("smooth_sensitivity", "sigma_ss", "order", "unsanitised")), key
     # the ledger: the data-independent bound of the queries asked, with the ones actually answered
     assert m["final_epsilon_spent"] == pytest.approx(m["epsilon_data_independent"], rel=1e-12)
     assert m["total_steps"] == m["queries_asked"] == 200 and m["queries_answered"] < m["queries_asked"]

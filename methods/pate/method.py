@@ -15,11 +15,14 @@ and at most every query pays a GNMax answer (lambda / sigma2^2), composed over t
 epsilon; ``calibrate`` never changes the options, so calibrating twice gives the same sigmas. The ledger
 ``epsilon_spent(k)`` is the data-independent bound of the first k queries (before they are asked, all k count as
 answered). The data-dependent bound (Theorem 6 per query, min with the data-independent one) is logged only
-after sanitisation by smooth sensitivity (smooth_sensitivity.py).
+after sanitisation by smooth sensitivity (smooth_sensitivity.py): at an order and with a noise multiplier fixed
+before any vote is seen (options ``ss_order``, ``ss_sigma``), charged what the release itself costs. Nothing
+else computed from the votes' privacy analysis (the smooth sensitivity, the best order) is logged.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from typing import Any
 
@@ -41,10 +44,11 @@ AGGREGATORS = ("gnmax", "confident", "interactive")
 PUBLIC_SPLIT_SEED = 4242
 
 
-def data_independent_rdp(*, queries: int, answers: int, sigma1: float | None, sigma2: float) -> np.ndarray:
-    rdp = answers * analysis.rdp_gnmax_data_independent(sigma2)
+def data_independent_rdp(*, queries: int, answers: int, sigma1: float | None, sigma2: float,
+                         orders: np.ndarray = analysis.ORDERS) -> np.ndarray:
+    rdp = answers * analysis.rdp_gnmax_data_independent(sigma2, orders)
     if sigma1 is not None:
-        rdp = rdp + queries * analysis.rdp_threshold_data_independent(sigma1)
+        rdp = rdp + queries * analysis.rdp_threshold_data_independent(sigma1, orders)
     return rdp
 
 
@@ -55,7 +59,12 @@ class PATE(Method):
         "teachers": 250, "aggregator": "confident", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
         "queries": 640, "calibrate": True, "teacher_epochs": 20, "teacher_width": 8, "teacher_lr": 0.05,
         "student_epochs": 60, "public_pool": 9000, "student_threshold": 0.9, "seed": 0,
+        # the release of the data-dependent epsilon (GNSS), fixed before any vote is seen: its order ("auto": the
+        # order at which the data-independent claim is tightest) and its noise multiplier
+        "ss_order": "auto", "ss_sigma": 20.0,
     }
+    #: the smoothness of the smooth sensitivity, as a multiple of 1/order (Theorem 23 needs it below 1/2)
+    SS_BETA_TIMES_ORDER = 0.4
 
     def __init__(self, **options: Any):
         super().__init__(**options)
@@ -65,9 +74,11 @@ class PATE(Method):
         for k in ("teachers", "queries", "teacher_epochs", "student_epochs", "public_pool"):
             if not (isinstance(o[k], int) and o[k] >= 1):
                 raise ConfigError(f"{k}={o[k]!r} is not allowed: it must be an integer >= 1")
-        for k in ("sigma1", "sigma2"):
-            if not (isinstance(o[k], (int, float)) and o[k] > 0):
-                raise ConfigError(f"{k}={o[k]!r} is not allowed: it must be a number > 0")
+        for k in ("sigma1", "sigma2", "ss_sigma"):
+            if not (isinstance(o[k], (int, float)) and not isinstance(o[k], bool) and 0 < o[k] < math.inf):
+                raise ConfigError(f"{k}={o[k]!r} is not allowed: it must be a finite number > 0")
+        if o["ss_order"] != "auto" and not (isinstance(o["ss_order"], (int, float)) and 1 < o["ss_order"] < 1e4):
+            raise ConfigError(f"ss_order={o['ss_order']!r} is not allowed: give 'auto' or an order in (1, 1e4)")
         #: the sigmas as given; the calibrated ones live in ``calibration.noise``
         self.base_sigma1 = float(o["sigma1"]) if o["aggregator"] != "gnmax" else None
         self.base_sigma2 = float(o["sigma2"])
@@ -128,6 +139,14 @@ class PATE(Method):
         answers = k if self.paid is None else int(self.paid[:k].sum())
         rdp = data_independent_rdp(queries=k, answers=answers, sigma1=self.sigma1, sigma2=self.sigma2)
         return rdp_to_epsilon(analysis.ORDERS, rdp, spec.delta)[0]
+
+    def release_order(self) -> float:
+        """The order at which the data-dependent epsilon is released: the option, or the order at which the
+        data-independent claim is tightest (a function of the sigmas and the number of queries, not the votes)."""
+        if self.options["ss_order"] != "auto":
+            return float(self.options["ss_order"])
+        order = self._need_calibration()[1].order
+        return float(order) if order is not None else 14.0
 
     # --- the loop ------------------------------------------------------------------------------------------
     def fit(self, context: FitContext) -> FitOutput:
@@ -206,25 +225,29 @@ class PATE(Method):
         # accounting: data-independent (the claim) and data-dependent (sanitised before it is logged)
         t0 = time.perf_counter()
         metrics["epsilon_data_independent"] = self.epsilon_spent(q)
-        dd = np.zeros_like(analysis.ORDERS)
-        for i in range(q):
-            if self.sigma1 is not None:
-                dd += analysis.rdp_threshold_data_dependent(o["threshold"], self.sigma1, check_seen[i])
-            if paid[i]:
-                dd += analysis.rdp_data_dependent(analysis.log_q_gnmax(votes[i], self.sigma2), self.sigma2)
-        di = data_independent_rdp(queries=q, answers=int(paid.sum()), sigma1=self.sigma1, sigma2=self.sigma2)
-        dd = np.minimum(dd, di)
-        eps_dd, best_order = rdp_to_epsilon(analysis.ORDERS, dd, spec.delta)
-        k = int(np.argmin(np.abs(analysis.ORDERS - best_order)))
-        ss = smooth_sensitivity(votes, paid, sigma1=self.sigma1, sigma2=self.sigma2,
-                                threshold=o["threshold"] if self.sigma1 is not None else None, order=best_order,
-                                beta_smooth=0.4 / best_order, num_teachers=m, check_votes=check_seen)
-        release = sanitise(float(dd[k]), ss, order=best_order, delta=spec.delta, rng=rng)
+        threshold = o["threshold"] if self.sigma1 is not None else None
+
+        def data_dependent(orders: np.ndarray) -> np.ndarray:
+            dd = np.zeros_like(orders)
+            for i in range(q):
+                if self.sigma1 is not None:
+                    dd += analysis.rdp_threshold_data_dependent(threshold, self.sigma1, check_seen[i], orders)
+                if paid[i]:
+                    dd += analysis.rdp_data_dependent(analysis.log_q_gnmax(votes[i], self.sigma2), self.sigma2, orders)
+            di = data_independent_rdp(queries=q, answers=int(paid.sum()), sigma1=self.sigma1, sigma2=self.sigma2,
+                                      orders=orders)
+            return np.minimum(dd, di)
+
+        # research only, never logged: the best order and epsilon are functions of the votes
+        self._unsanitised = rdp_to_epsilon(analysis.ORDERS, data_dependent(analysis.ORDERS), spec.delta)[0]
+        # the release: order, smoothness and noise fixed before the votes; only the noisy epsilon is published
+        lam = self.release_order()
+        beta = self.SS_BETA_TIMES_ORDER / lam
+        ss = smooth_sensitivity(votes, paid, sigma1=self.sigma1, sigma2=self.sigma2, threshold=threshold, order=lam,
+                                beta_smooth=beta, num_teachers=m, check_votes=check_seen)
+        release = sanitise(float(data_dependent(np.array([lam]))[0]), ss, order=lam, beta=beta,
+                           sigma_ss=float(o["ss_sigma"]), delta=spec.delta, rng=rng)
         metrics["epsilon_data_dependent_sanitised"] = release.epsilon
-        metrics["data_dependent_order"] = best_order
-        metrics["smooth_sensitivity"] = ss
-        metrics["sigma_ss"] = release.sigma_ss
-        self._unsanitised = eps_dd  # research only: not logged (publishing it unsanitised would leak)
         metrics["time_accounting_s"] = time.perf_counter() - t0
 
         # the student on the answered queries

@@ -185,3 +185,73 @@ def test_pate_smoke_run(shared_data):
     assert m["final_epsilon_spent"] < result.calibration.epsilon  # fewer answers than the worst case
     assert m["teacher_count"] == 10 and m["eval_examples"] == 200
     assert result.claim.needs_public_data and result.claim.protects == "inputs and labels"
+
+
+def _neighbours(hist: tuple[int, ...]):
+    """Every histogram one vote move away (a teacher changes its vote from class a to class b)."""
+    for a in range(len(hist)):
+        if hist[a] == 0:
+            continue
+        for b in range(len(hist)):
+            if b != a:
+                h = list(hist)
+                h[a] -= 1
+                h[b] += 1
+                yield tuple(h)
+
+
+def _exact_local_sensitivities(hist, cost, distances: int) -> list[float]:
+    """By brute force: for d = 0..distances, the largest |cost(n') - cost(n'')| over n' within d moves of hist and
+    n'' one move from n'."""
+    frontier, seen, out = {tuple(hist)}, {tuple(hist)}, []
+    ring_best = 0.0
+    for _ in range(distances + 1):
+        for h in frontier:
+            c = cost(h)
+            ring_best = max(ring_best, max(abs(cost(n) - c) for n in _neighbours(h)))
+        out.append(ring_best)
+        nxt = {n for h in frontier for n in _neighbours(h)} - seen
+        seen |= nxt
+        frontier = nxt
+    return out
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_local_sensitivities_cover_the_brute_force_at_every_distance(seed):
+    """On small histograms (k = 4 classes, 40 teachers), every distance up to 4: the bound is at least the exact
+    local sensitivity found by enumerating every histogram within d moves and its neighbours, and the tight bound
+    is at most the simple one."""
+    from functools import cache
+
+    from inputdp.methods.pate.smooth_sensitivity import local_sensitivities
+
+    rng = np.random.default_rng(seed)
+    m, k, sigma1, sigma2, thr, lam = 40, 4, 6.0, 5.0, 30.0, 8.0
+    votes = np.stack([rng.multinomial(m, rng.dirichlet(np.full(k, 0.3))) for _ in range(6)]).astype(float)
+    votes[0] = [34, 4, 2, 0]  # clear majorities: the tight, windowed bound applies to these
+    votes[1] = [25, 9, 4, 2]
+    votes[2] = [30, 6, 3, 1]
+
+    @cache
+    def gnmax_cost(h):
+        return analysis.rdp_data_dependent(analysis.log_q_gnmax(np.array(h, float), sigma2), sigma2,
+                                           np.array([lam]))[0]
+
+    @cache
+    def check_cost(h):
+        return analysis.rdp_threshold_data_dependent(thr, sigma1, max(h), np.array([lam]))[0]
+
+    answered = np.ones(len(votes), dtype=bool)
+    tighter = 0
+    for d in range(5):
+        tight = local_sensitivities(votes, answered, sigma1=sigma1, sigma2=sigma2, threshold=thr, order=lam,
+                                    num_teachers=m, distance=d)
+        simple = local_sensitivities(votes, answered, sigma1=sigma1, sigma2=sigma2, threshold=thr, order=lam,
+                                     num_teachers=m, distance=d, tight=False)
+        assert np.all(tight <= simple + 1e-15)
+        tighter += int((tight < simple * (1 - 1e-6)).sum())
+        for i, hist in enumerate(votes.astype(int)):
+            exact_g = _exact_local_sensitivities(tuple(hist), gnmax_cost, d)[d]
+            exact_c = _exact_local_sensitivities(tuple(hist), check_cost, d)[d]
+            assert exact_g + exact_c <= tight[i] * (1 + 1e-9) + 1e-15, (d, i, exact_g, exact_c, tight[i])
+    assert tighter >= 6  # the windowed bound was taken, and was smaller, on the clear majorities

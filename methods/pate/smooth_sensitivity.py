@@ -54,47 +54,140 @@ class _Envelope:
         return np.maximum(self.upper[hi] - self.lower[lo], 0.0)
 
 
-def smooth_sensitivity(votes: np.ndarray, answered: np.ndarray, *, sigma1: float | None, sigma2: float,
-                       threshold: float | None, order: float, beta_smooth: float, num_teachers: int,
-                       check_votes: np.ndarray | None = None, max_distance: int | None = None) -> float:
-    """beta-smooth upper bound on the local sensitivity of the total data-dependent RDP at ``order``.
+class _FineCost:
+    """A cost function of log q~ sampled on a fine uniform grid, with sparse tables for range max and min."""
 
-    votes: (queries, classes) histograms (for the interactive aggregator, the shifted votes of the check);
-    answered: which queries paid for a GNMax answer; sigma1/threshold: the check (None for plain GNMax);
-    check_votes: the top value the check saw per query (default: the top vote; the interactive aggregator's
-    shifted top n_j - M p_j lies in [0, M] as well).
+    def __init__(self, cost, low: float, high: float, step: float):
+        self.low, self.step = low, step
+        grid = np.arange(low, high + step, step)
+        values = np.array([cost(x) for x in grid])
+        self.size = len(values)
+        self.max_tables, self.min_tables = [values], [values]
+        width = 1
+        while 2 * width <= self.size:
+            mx, mn = self.max_tables[-1], self.min_tables[-1]
+            self.max_tables.append(np.maximum(mx[:-width], mx[width:]))
+            self.min_tables.append(np.minimum(mn[:-width], mn[width:]))
+            width *= 2
+
+    def largest_window_spread(self, centre_lo: float, centre_hi: float, below: float, above: float) -> float | None:
+        """max over centres L in [centre_lo, centre_hi] of (max - min of the cost over [L - below, L + above]),
+        taken over grid points one step beyond each end; None where a window leaves the grid."""
+        i0 = math.floor((centre_lo - self.low) / self.step)
+        i1 = math.ceil((centre_hi - self.low) / self.step)
+        wa = math.ceil(below / self.step) + 1
+        wb = math.ceil(above / self.step) + 1
+        if i0 - wa < 0 or i1 + wb >= self.size:
+            return None
+        starts = np.arange(i0, i1 + 1) - wa
+        length = wa + wb + 1
+        level = length.bit_length() - 1
+        ends = starts + length - (1 << level)
+        mx, mn = self.max_tables[level], self.min_tables[level]
+        return float((np.maximum(mx[starts], mx[ends]) - np.minimum(mn[starts], mn[ends])).max())
+
+
+def _log_tail(x: np.ndarray | float, sigma: float):
+    """log(1/2 erfc(x / (2 sigma))) = log P[N(0, 2 sigma^2) > x]: one term of the union bound q~."""
+    return special.log_ndtr(-np.asarray(x, dtype=np.float64) / (math.sqrt(2.0) * sigma))
+
+
+def local_sensitivities(votes: np.ndarray, answered: np.ndarray, *, sigma1: float | None, sigma2: float,
+                        threshold: float | None, order: float, num_teachers: int, distance: int,
+                        check_votes: np.ndarray | None = None, tight: bool = True,
+                        _cache: dict | None = None) -> np.ndarray:
+    """Per query, an upper bound on the largest change of its cost that one vote move can cause, over every
+    histogram within ``distance`` moves of its own (LS at distance d; THEORY.md, "PATE").
+
+    Two bounds, the smaller taken (``tight``) or the first alone:
+    - the spread of the cost over every q~ reachable within d + 1 moves (each gap moves by at most 2 per move);
+    - where the top class cannot change within d + 1 moves (smallest gap > 2(d + 1)): for a histogram within d
+      moves, log q~ lies in [log q~(gaps + 2d), log q~(gaps - 2d)], and one more move shifts log q~ by at most
+      a = log Q(G) - log Q(G + 2) down and b = log Q(G - 2) - log Q(G) up, Q the tail of N(0, 2 sigma^2) and G the
+      largest gap it can have (log Q is concave, so these one-move ratios are extreme at the largest gap); the
+      bound is the largest spread of the cost over a window [L - a, L + b] as L runs over that range.
+    The threshold check's cost depends on the top vote, which one move changes by at most 1: its bound is the
+    largest one-step change within d of the top vote seen (the range within d + 1 where the seen values are not
+    whole numbers, as the interactive aggregator's shifted ones are not).
     """
+    cache = _cache if _cache is not None else {}
     votes = np.asarray(votes, dtype=np.float64)
     q, k = votes.shape
     cap = 1.0 - 1.0 / k
     teachers = int(num_teachers)
-    top = votes.max(axis=1, keepdims=True)
-    order_idx = np.argsort(-votes, axis=1)
-    sorted_votes = np.take_along_axis(votes, order_idx, axis=1)
+    d = int(distance)
+    sorted_votes = -np.sort(-votes, axis=1)
     gaps = sorted_votes[:, :1] - sorted_votes[:, 1:]  # (q, k-1), relative to the top class
-    gnmax_env = _Envelope.of(lambda lq: float(analysis.rdp_data_dependent(lq, sigma2, np.array([order]))[0]),
-                             math.log(cap))
-    threshold_costs = None
-    seen = top[:, 0] if check_votes is None else np.asarray(check_votes, dtype=np.float64)
-    top_votes = np.clip(np.rint(seen), 0, teachers).astype(int)
-    if sigma1 is not None and threshold is not None:  # the check's cost as a function of the top vote
-        threshold_costs = np.array([analysis.rdp_threshold_data_dependent(threshold, sigma1, v, np.array([order]))[0]
-                                    for v in range(teachers + 1)])
+    answered = np.asarray(answered, dtype=bool)
+
+    def cost(lq: float) -> float:
+        return float(analysis.rdp_data_dependent(lq, sigma2, np.array([order]))[0])
+
+    if "envelope" not in cache:
+        cache["envelope"] = _Envelope.of(cost, math.log(cap))
+    shift = 2.0 * (d + 1)
+    loose = cache["envelope"].spread(_log_q_from_gaps(gaps + shift, sigma2, cap),
+                                     _log_q_from_gaps(gaps - shift, sigma2, cap))
+    out = np.where(answered, loose, 0.0)
+    if tight and answered.any():
+        if "fine" not in cache:
+            lowest = float(_log_q_from_gaps(gaps[answered] + 2.0 * teachers, sigma2, cap).min())
+            cache["fine"] = _FineCost(cost, max(lowest - 1.0, -120.0), math.log(cap), 0.002)
+        fine = cache["fine"]
+        for i in np.flatnonzero(answered & (gaps.min(axis=1) > shift)):
+            big = min(float(gaps[i].max()) + 2 * d, float(teachers))
+            below = float(_log_tail(big, sigma2) - _log_tail(big + 2, sigma2))
+            above = float(_log_tail(big - 2, sigma2) - _log_tail(big, sigma2))
+            lo = float(_log_q_from_gaps(gaps[i] + 2 * d, sigma2, cap))
+            hi = float(_log_q_from_gaps(gaps[i] - 2 * d, sigma2, cap))
+            windowed = fine.largest_window_spread(lo, hi, below, above)
+            if windowed is not None:
+                out[i] = min(out[i], windowed)
+    if sigma1 is not None and threshold is not None:
+        seen = votes.max(axis=1) if check_votes is None else np.asarray(check_votes, dtype=np.float64)
+        if "threshold_costs" not in cache:
+            cache["threshold_costs"] = np.array([
+                analysis.rdp_threshold_data_dependent(threshold, sigma1, v, np.array([order]))[0]
+                for v in range(teachers + 1)])
+        costs = cache["threshold_costs"]
+        steps = np.abs(np.diff(costs))  # steps[v]: |c(v + 1) - c(v)|
+        whole = np.allclose(seen, np.rint(seen))
+        top_votes = np.clip(np.rint(seen), 0, teachers).astype(int)
+        for i, v in enumerate(top_votes):
+            if whole and tight:  # the top vote within d moves is in [v - d, v + d]; one more move: one step
+                lo, hi = max(v - d - 1, 0), min(v + d, teachers - 1)
+                out[i] += float(steps[lo: hi + 1].max()) if hi >= lo else 0.0
+            else:
+                lo, hi = max(v - d - 1, 0), min(v + d + 1, teachers)
+                out[i] += float(costs[lo: hi + 1].max() - costs[lo: hi + 1].min())
+    return out
+
+
+def smooth_sensitivity(votes: np.ndarray, answered: np.ndarray, *, sigma1: float | None, sigma2: float,
+                       threshold: float | None, order: float, beta_smooth: float, num_teachers: int,
+                       check_votes: np.ndarray | None = None, max_distance: int | None = None,
+                       tight: bool = True) -> float:
+    """beta-smooth upper bound on the local sensitivity of the total data-dependent RDP at ``order``:
+    SS = max_d exp(-beta d) * LS_d, LS_d the sum over queries of :func:`local_sensitivities` (one teacher moves at
+    most one vote in each query, so the total changes by at most the sum of the queries' changes).
+
+    votes: (queries, classes) histograms; answered: which queries paid for a GNMax answer; sigma1/threshold: the
+    check (None for plain GNMax); check_votes: the top value the check saw per query (default: the top vote; the
+    interactive aggregator's shifted top n_j - M p_j lies in [0, M] as well).
+    """
+    votes = np.asarray(votes, dtype=np.float64)
+    q = votes.shape[0]
+    teachers = int(num_teachers)
     per_query_max = order / sigma2**2 + (order / (2 * sigma1**2) if sigma1 else 0.0)
-    best, d = 0.0, 0
+    best, d, cache = 0.0, 0, {}
     limit = max_distance if max_distance is not None else teachers
     while d <= limit:
         weight = math.exp(-beta_smooth * d)
         if weight * q * per_query_max <= best:
             break
-        shift = 2.0 * (d + 1)
-        lq_hi = _log_q_from_gaps(gaps - shift, sigma2, cap)
-        lq_lo = _log_q_from_gaps(gaps + shift, sigma2, cap)
-        ls = float((gnmax_env.spread(lq_lo, lq_hi) * answered).sum())
-        if threshold_costs is not None:
-            lo = np.clip(top_votes - d - 1, 0, teachers)
-            hi = np.clip(top_votes + d + 1, 0, teachers)
-            ls += float(sum(threshold_costs[a: b + 1].max() - threshold_costs[a: b + 1].min() for a, b in zip(lo, hi)))
+        ls = float(local_sensitivities(votes, answered, sigma1=sigma1, sigma2=sigma2, threshold=threshold,
+                                       order=order, num_teachers=teachers, distance=d, check_votes=check_votes,
+                                       tight=tight, _cache=cache).sum())
         best = max(best, weight * ls)
         d += 1
     return best

@@ -82,13 +82,25 @@ def check_sqlite_file(uri: str, *, write: bool, what: str) -> Path:
             raise ConfigError(f"{what} {uri!r} cannot be read: {err.strerror or err}") from None
         if head and head != _SQLITE_MAGIC:
             raise ConfigError(f"{what} {uri!r} is not allowed: {path} is not an SQLite database")
-        if write and not os.access(path, os.W_OK):
-            raise ConfigError(f"{what} {uri!r} cannot be written: {path} is read-only")
+        if write:
+            _probe_write(lambda: os.open(path, os.O_WRONLY), uri, what)
     elif not write:
         raise ConfigError(f"{what} {uri!r} holds no store yet: {path} does not exist (run `bench run` first)")
-    elif not os.access(folder, os.W_OK | os.X_OK):
-        raise ConfigError(f"{what} {uri!r} cannot be written: the folder {folder} is read-only")
+    else:  # create and remove a file there: permissions alone miss a read-only disk or /proc (MLflow retries ~100 s)
+        _probe_write(lambda: os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644), uri, what, remove=path)
     return path
+
+
+def _probe_write(open_fd, uri: str, what: str, remove: Path | None = None) -> None:
+    try:
+        fd = open_fd()
+    except FileExistsError:  # created meanwhile by another process: it will open it as we would
+        return
+    except OSError as err:
+        raise ConfigError(f"{what} {uri!r} cannot be written: {err.strerror or err}") from None
+    os.close(fd)
+    if remove is not None:
+        os.unlink(remove)
 
 
 def _probe_server(uri: str, what: str) -> None:

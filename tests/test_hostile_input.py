@@ -84,6 +84,7 @@ CASES: list[tuple[list[str], str]] = [
     ([*RUN, "--tracking-uri", "sqlite:///:memory:"], "'sqlite:///:memory:'"),
     ([*RUN, "--tracking-uri", "sqlite:///{missing}/x.db"], "does not exist"),
     ([*RUN, "--tracking-uri", "sqlite:///{notdb}"], "is not an SQLite database"),
+    ([*RUN, "--tracking-uri", "sqlite:////proc/inputdp.db"], "cannot be written"),
     ([*RUN, "--tracking-uri", "http://127.0.0.1:{closed}"], "cannot be reached"),
     ([*RUN, "--tracking-uri", "http://127.0.0.1:99999"], "port is not a number"),
     ([*RUN, "--tracking-uri", "http://:5000"], "name the server"),

@@ -450,18 +450,14 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def cmd_gpu_check(args: argparse.Namespace) -> int:
-    from .gpucheck import check, write_table
-
-    result = check(shapes=args.shapes, variants=args.variants, methods=args.methods, steps=args.steps,
-                   warmup=args.warmup, batch_size=args.batch_size, device=args.device,
-                   progress=not args.json)
     from pathlib import Path
 
+    from .gpucheck import check, write_table
+
     out = Path(args.out)
-    try:
-        out.write_text(json.dumps(result, indent=1))
-    except OSError as err:
-        raise ConfigError(f"--out {args.out!r} cannot be written: {err.strerror or err}") from None
+    result = check(shapes=args.shapes, variants=args.variants, methods=args.methods, steps=args.steps,
+                   warmup=args.warmup, batch_size=args.batch_size, device=args.device,
+                   progress=not args.json, out=out)
     if args.json:
         print(json.dumps(result))
     else:

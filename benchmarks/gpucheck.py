@@ -11,8 +11,11 @@ an expected batch of 250. On a CPU it runs at a smoke size (``--steps 3``) so it
 
 from __future__ import annotations
 
+import json
+import os
 import platform
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
 import torch
@@ -80,8 +83,22 @@ def _time_one(config, perf: PerfFlags, data, steps: int, warmup: int) -> dict[st
             "peak_memory_mb": memory.peak_mb, **{f"mode_{k}": v for k, v in p.method.describe().items()}}
 
 
+def _save(out: Path | None, result: dict[str, Any]) -> None:
+    """Write the result so far (replacing the file whole): a check that dies keeps what it measured."""
+    if out is None:
+        return
+    tmp = out.with_name(out.name + ".tmp")
+    try:
+        tmp.write_text(json.dumps(result, indent=1))
+        os.replace(tmp, out)
+    except OSError as err:
+        raise ConfigError(f"--out {str(out)!r} cannot be written: {err.strerror or err}") from None
+
+
 def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup: int, batch_size: int, device: str,
-          progress: bool = True) -> dict[str, Any]:
+          progress: bool = True, out: Path | None = None) -> dict[str, Any]:
+    """Time every configuration; with ``out``, the JSON is rewritten after each one ("complete": false until the
+    last), so a check killed part-way (out of memory, say) keeps its rows."""
     for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0), ("batch-size", batch_size, 1)):
         if not (isinstance(value, int) and value >= low):
             raise ConfigError(f"--{name} {value!r} is not allowed: it must be an integer >= {low}")
@@ -109,6 +126,12 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
 
         bar = tqdm(total=len(jobs), desc="gpu-check", unit="config", leave=False)
     rows: list[dict[str, Any]] = []
+    result = {
+        "device": torch.cuda.get_device_name(dev) if on_gpu else (platform.processor() or platform.machine()),
+        "torch": torch.__version__, "steps": steps, "warmup": warmup, "expected_batch_size": batch_size,
+        "reference": reference, "complete": False, "rows": rows,
+    }
+    _save(out, result)  # an unwritable --out is refused before any work
     data_cache: dict[str, Any] = {}
     for dataset, model, m, options, v in jobs:
         info = DATASETS.get(dataset)
@@ -133,16 +156,15 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
         except Exception as err:  # noqa: BLE001 - an Opacus mode that does not support a layer, say: recorded
             row["failed"] = f"{type(err).__name__}: {_one_line(err)}"
         rows.append(row)
+        _save(out, result)
         if bar is not None:
             bar.update(1)
     if bar is not None:
         bar.close()
     _ratios(rows, reference)
-    return {
-        "device": torch.cuda.get_device_name(dev) if on_gpu else (platform.processor() or platform.machine()),
-        "torch": torch.__version__, "steps": steps, "warmup": warmup, "expected_batch_size": batch_size,
-        "reference": reference, "rows": rows,
-    }
+    result["complete"] = True
+    _save(out, result)
+    return result
 
 
 def _ratios(rows: list[dict[str, Any]], reference: str) -> None:

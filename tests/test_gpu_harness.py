@@ -188,7 +188,30 @@ def test_gpu_check_runs_at_a_smoke_size_on_the_cpu(tmp_path, capsys):
             assert rows[(dataset, "dpsgd", mode, "fp32")]["dpsgd_over_dirichlet_softmax"] > 0
         assert rows[(dataset, "dpsgd", "hooks", "bf16")]["epoch_s"] > 0
         assert "ghost" in rows[(dataset, "dpsgd", "ghost", "bf16")]["refused"]
-    assert result["steps"] == 3 and result["expected_batch_size"] == 8
+    assert result["steps"] == 3 and result["expected_batch_size"] == 8 and result["complete"] is True
+
+
+def test_gpu_check_keeps_its_rows_when_it_dies_part_way(tmp_path, monkeypatch):
+    """The JSON is rewritten after every configuration: a check killed part-way (the CPU machine's OOM killer ended
+    a full-size check after 14 minutes) leaves what it measured, marked incomplete."""
+    from inputdp.benchmarks import gpucheck
+
+    real, calls = gpucheck._time_one, []
+
+    def dies_on_the_third(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise KeyboardInterrupt  # as uncatchable as a kill, for the loop
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(gpucheck, "_time_one", dies_on_the_third)
+    out = tmp_path / "gc.json"
+    with pytest.raises(KeyboardInterrupt):
+        gpucheck.check(shapes="mnist:small_cnn", variants="fp32", methods="dirichlet_softmax,gaussian_penultimate",
+                       steps=2, warmup=0, batch_size=8, device="cpu", progress=False, out=out)
+    saved = json.loads(out.read_text())
+    assert saved["complete"] is False and [r["method"] for r in saved["rows"]] == ["nonprivate", "dirichlet_softmax"]
+    assert all(r["epoch_s"] > 0 for r in saved["rows"])
 
 
 def test_gpu_check_compiles_what_can_be_compiled(tmp_path):

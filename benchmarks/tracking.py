@@ -182,8 +182,10 @@ def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT) -> str:
 
 
 def open_store(tracking_uri: str | None, experiment: str = DEFAULT_EXPERIMENT, *, create: bool = True):
-    """(client, experiment id or None) with the store's schema in place; a store MLflow rejects is one line."""
-    uri = tracking_uri or default_tracking_uri()
+    """(client, experiment id or None) with the store's schema in place. Every user of a store comes through here
+    (the CLI, sweeps on any executor, the leaderboard), so a URI MLflow could not use is refused here, in one line,
+    before MLflow retries it for minutes; ``create=False`` (reading) also needs the store to exist."""
+    uri = check_tracking_uri(tracking_uri or default_tracking_uri(), write=create, what="tracking URI")
     try:
         with _store_lock(uri):
             c = client(uri)

@@ -370,3 +370,19 @@ def test_calibrate_either_meets_the_target_or_refuses_in_one_line(method, epsilo
         assert result["epsilon"] <= target * (1 + 1e-6) or method == "nonprivate"
     else:
         assert code == 2 and err.count("\n") == 1 and err.startswith("bench"), err
+
+
+@pytest.mark.parametrize("uri,needle", [("sqlite:////proc/inputdp.db", "cannot be written"),
+                                        ("foo://bar", "is not allowed"), ("http://127.0.0.1:9", "cannot be reached")])
+def test_the_library_refuses_a_store_it_cannot_use(uri, needle):
+    """Not only the CLI: a sweep called from Python meets the same check where every store is opened, at once
+    (MLflow itself retried an unwritable sqlite path for 106 s)."""
+    from inputdp.benchmarks.errors import ConfigError
+    from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
+
+    configs = expand(methods=["nonprivate"], dataset="mnist", preset="smoke", epsilons=[1.0], seeds=[0],
+                     overrides=Overrides(steps=2))
+    start = time.perf_counter()
+    with pytest.raises(ConfigError, match=needle):
+        run_sweep(configs, tracking_uri=uri)
+    assert time.perf_counter() - start < 10

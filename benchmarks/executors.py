@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from .config import PerfFlags, RunConfig
-from .errors import ConfigError
+from .errors import ConfigError, one_line
 from .tracking import default_tracking_uri
 
 RunOne = Callable[[RunConfig], Any]
@@ -59,7 +59,7 @@ def _result_or_failure(get, config: RunConfig, lost: Lost):
     try:
         return get()
     except Exception as err:  # noqa: BLE001 - a dead worker or job: the store keeps what finished
-        return lost(config, " ".join(str(err).split())[:300])
+        return lost(config, one_line(err, 300))
 
 
 class _Distributed:

@@ -24,7 +24,7 @@ from inputdp.datasets import DATASETS
 from inputdp.methods import METHODS, reference_method
 
 from .config import PerfFlags
-from .errors import ConfigError
+from .errors import ConfigError, one_line
 from .harness import prepare, synchronize
 from .memory import PeakMemory
 from .models import MODELS
@@ -57,11 +57,6 @@ def _parse_variants(text: str) -> list[str]:
     if bad or not variants:
         raise ConfigError(f"--variants {text!r} is not allowed: choose from {', '.join(VARIANTS)}")
     return variants
-
-
-def _one_line(err: BaseException) -> str:
-    text = " ".join(str(err).split()) or type(err).__name__
-    return text[:200]
 
 
 def _time_one(config, perf: PerfFlags, data, steps: int, warmup: int) -> dict[str, float]:
@@ -152,9 +147,9 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
             perf = PerfFlags(device=dev, amp=amp, compile=compiled, channels_last=on_gpu, progress=False)
             row.update(_time_one(config, perf, data, steps, warmup))
         except ConfigError as err:
-            row["refused"] = _one_line(err)
+            row["refused"] = one_line(err)
         except Exception as err:  # noqa: BLE001 - an Opacus mode that does not support a layer, say: recorded
-            row["failed"] = f"{type(err).__name__}: {_one_line(err)}"
+            row["failed"] = f"{type(err).__name__}: {one_line(err)}"
         rows.append(row)
         _save(out, result)
         if bar is not None:

@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from . import names
-from .errors import ConfigError
+from .errors import ConfigError, one_line
 
 DEFAULT_EXPERIMENT = "inputdp"
 UNFINISHED = ("RUNNING", "SCHEDULED")
@@ -196,8 +196,7 @@ def open_store(tracking_uri: str | None, experiment: str = DEFAULT_EXPERIMENT, *
     except ConfigError:
         raise
     except Exception as err:  # noqa: BLE001 - MLflow, SQLAlchemy and HTTP errors alike: the store is unusable
-        text = " ".join(str(err).split())
-        raise ConfigError(f"tracking store {uri!r} cannot be used: {text[:240] or type(err).__name__}") from None
+        raise ConfigError(f"tracking store {uri!r} cannot be used: {one_line(err, 240)}") from None
 
 
 # --- runs: one process per configuration ---------------------------------------------------------------------------

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import torch
 
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.benchmarks.errors import ConfigError, one_line
 
 from .registry import DATASETS, DatasetInfo, data_dir_from
 
@@ -112,7 +112,7 @@ def _load_with(info: DatasetInfo, root: str, download: bool):
         raise _unreadable_error(name, err.filename or root) from None
     except (RuntimeError, FileNotFoundError) as first:
         if "not found" not in str(first).lower() and not isinstance(first, FileNotFoundError):
-            raise ConfigError(f"data set {name!r} under {root} is corrupt or unreadable: {_one_line(first)}") from None
+            raise ConfigError(f"data set {name!r} under {root} is corrupt or unreadable: {one_line(first)}") from None
         blocked = _unreadable(Path(root))
         if blocked:
             raise _unreadable_error(name, blocked) from None
@@ -125,17 +125,12 @@ def _load_with(info: DatasetInfo, root: str, download: bool):
     except ConfigError:
         raise
     except Exception as err:  # noqa: BLE001
-        raise ConfigError(f"data set {name!r} under {root} is corrupt or unreadable: {_one_line(err)}") from None
+        raise ConfigError(f"data set {name!r} under {root} is corrupt or unreadable: {one_line(err)}") from None
 
 
 def _unreadable_error(name: str, path) -> ConfigError:
     return ConfigError(f"data set {name!r}: {path} cannot be read (permission denied): give this user read access, "
                        "or pass --data-dir DIR")
-
-
-def _one_line(err: Exception) -> str:
-    text = " ".join(str(err).split())
-    return (text[:200] + "...") if len(text) > 200 else (text or type(err).__name__)
 
 
 def _check_contents(info: DatasetInfo, root, x_tr, y_tr, x_te, y_te) -> None:

@@ -8,7 +8,7 @@ import math
 import sys
 from typing import Any
 
-from .errors import ConfigError, Terminated
+from .errors import ConfigError, Terminated, raise_on_signal
 
 EXIT_USAGE = 2
 
@@ -476,10 +476,6 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM
 
 
-def _raise_terminated(signum, frame):
-    raise Terminated()
-
-
 def main(argv: list[str] | None = None) -> int:
     """SIGTERM (what ``timeout``, ``kill`` and schedulers send) ends a command like Ctrl-C: the run in progress is
     marked KILLED in the store, and the exit code is 143."""
@@ -490,10 +486,11 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    try:
-        previous = signal.signal(signal.SIGTERM, _raise_terminated)
+    try:  # both raise at once, or, during a store write, as soon as it ends (errors.shielded)
+        previous = {signal.SIGTERM: signal.signal(signal.SIGTERM, raise_on_signal(Terminated)),
+                    signal.SIGINT: signal.signal(signal.SIGINT, raise_on_signal(KeyboardInterrupt))}
     except ValueError:  # not the main thread: leave signals alone
-        previous = None
+        previous = {}
     try:
         _check_store_flags(args)
         return COMMANDS[args.command](args)
@@ -507,8 +504,8 @@ def main(argv: list[str] | None = None) -> int:
         sys.stderr.write("bench: interrupted\n")
         return EXIT_INTERRUPTED
     finally:
-        if previous is not None:
-            signal.signal(signal.SIGTERM, previous)
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
 
 
 if __name__ == "__main__":

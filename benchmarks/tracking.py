@@ -28,7 +28,7 @@ from typing import Any
 from urllib.parse import urlparse
 
 from . import names
-from .errors import ConfigError, one_line
+from .errors import ConfigError, one_line, shield
 
 DEFAULT_EXPERIMENT = "inputdp"
 UNFINISHED = ("RUNNING", "SCHEDULED")
@@ -333,6 +333,7 @@ class MLflowTracker:
     def _who(self) -> dict[str, str]:
         return {**_here(), names.TAG_OWNER: self.token, names.TAG_HEARTBEAT: f"{time.time():.3f}"}
 
+    @shield
     def release(self) -> None:
         """After the harness: a claim it never started (it failed before training) is withdrawn, not left RUNNING."""
         if self.run_id is not None and not self.started:
@@ -363,6 +364,7 @@ class MLflowTracker:
         _LIVE_HERE.discard(self.token)
 
     # -- the callback ---------------------------------------------------------------------------------------------
+    @shield
     def on_start(self, config, params: dict[str, Any], tags: dict[str, str]) -> None:
         from mlflow.entities import Param, RunTag
 
@@ -382,9 +384,11 @@ class MLflowTracker:
         self.client.log_batch(self.run_id, params=[Param(k, _param_value(v)) for k, v in params.items()],
                               tags=[*extra, RunTag("status_note", "started")])
 
+    @shield
     def on_epoch(self, epoch: int, metrics: dict[str, float]) -> None:
         self._log(metrics, step=epoch)
 
+    @shield
     def on_end(self, metrics: dict[str, float], status: str) -> None:
         self._stop()
         if self.run_id is None:
@@ -393,6 +397,7 @@ class MLflowTracker:
             self._log(metrics, step=0)
         self.client.set_terminated(self.run_id, status=status)
 
+    @shield
     def log_summary(self, metrics: dict[str, float], tags: dict[str, str]) -> None:
         """Metrics (at step 0) and tags that sum up the run after it ended (an audit's bounds, say)."""
         from mlflow.entities import Metric, RunTag

@@ -150,6 +150,27 @@ def test_threads_of_one_process_claim_like_processes(tmp_path):
         assert sorted(results[key]) == ["claimed", "elsewhere", "elsewhere"], dict(results)
 
 
+def test_a_signal_during_a_store_write_waits_for_it_to_end():
+    """Ctrl-C or SIGTERM in the middle of a store write (which would leave its transaction open, and the KILLED status
+    waiting on that lock) is raised as soon as the write ends, not inside it."""
+    from inputdp.benchmarks.errors import Terminated, raise_on_signal, shielded
+
+    previous = signal.signal(signal.SIGTERM, raise_on_signal(Terminated))
+    finished = False
+    try:
+        with pytest.raises(Terminated):
+            with shielded():
+                os.kill(os.getpid(), signal.SIGTERM)
+                time.sleep(0.2)  # the handler has run by now, and held the signal
+                finished = True
+        assert finished
+        with pytest.raises(Terminated):  # outside a write: at once
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(1)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 @pytest.mark.parametrize("signum,code,last_line", [(signal.SIGTERM, 143, "bench: terminated"),
                                                     (signal.SIGINT, 130, "bench: interrupted")])
 def test_a_signal_ends_the_run_killed(shared_data, tmp_path, signum, code, last_line):

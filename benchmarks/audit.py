@@ -24,16 +24,22 @@ import torch.nn.functional as F
 from scipy import stats
 from torch import nn
 
-from inputdp.datasets import TensorData, load_tensor_data
+from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
 
 from . import names
 from .config import PerfFlags, RunConfig
 from .errors import ConfigError
-from .harness import run
+from .harness import model_for, run
 
-CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch")
-SCORES = ("loss", "margin", "reference_rank", "gradient_alignment", "relearn", "first_layer_projection")
+CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch", "exclusive_support")
+SCORES = ("loss", "margin", "reference_rank", "gradient_alignment", "relearn", "first_layer_projection",
+          "exclusive_weight_change")
+#: the scores a plain ``--score all`` means for the canary kinds other than ``exclusive_support``
+GENERAL_SCORES = SCORES[:-1]
 BLACK_BOX = ("loss", "margin", "reference_rank")
+#: scores whose guesses are fixed before the run (every canary guessed, "in" iff the score is above 0): one test
+#: each, whatever m, instead of one per k of the grid
+ONE_TEST = ("exclusive_weight_change",)
 WHITE_BOX = tuple(s for s in SCORES if s not in BLACK_BOX)
 BETA = 0.05
 #: random-pattern canaries: pixel spread as a multiple of the training data's. Measured on MNIST (cpu preset,
@@ -125,6 +131,21 @@ def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, 
     return best
 
 
+def bound_fixed_guesses(scores: np.ndarray, included: np.ndarray, *, delta: float, beta: float, n_tests: int,
+                        score: str) -> ScoreOutcome:
+    """One test whose guesses were fixed before the run: every canary guessed, "in" iff its score is above 0."""
+    m = len(scores)
+    v = int(((scores > 0) == included).sum())
+    lb = epsilon_lower_bound(r=m, v=v, m=m, delta=delta, beta=beta / n_tests)
+    ceiling = epsilon_lower_bound(r=m, v=m, m=m, delta=delta, beta=beta / n_tests)
+    return ScoreOutcome(score, lb, ceiling, m, m, v)
+
+
+def count_tests(scores: Sequence[str], m: int) -> int:
+    """The family the Bonferroni correction covers: one test per fixed-guess score, one per k for the others."""
+    return sum(1 if s in ONE_TEST else len(k_grid(m)) for s in scores)
+
+
 # --- canaries ------------------------------------------------------------------------------------------------
 @dataclass
 class Canaries:
@@ -137,19 +158,65 @@ class Canaries:
     #: ``reference_rank`` score (drawn from their own generator, independent of the inclusion coins)
     x_ref: torch.Tensor | None = field(default=None, repr=False)
     y_ref: torch.Tensor | None = field(default=None, repr=False)
+    #: exclusive-support canaries: each one's own flat input coordinates
+    support: list[torch.Tensor] | None = field(default=None, repr=False)
 
 
-def check_arguments(*, canary_kind: str, canaries: int, pattern_scale: float, scores: Sequence[str] = ()) -> None:
-    """Every audit argument that needs no data: checked before any data is read or any run is opened."""
+def resolve_scores(text: str, canary_kind: str, model: str) -> tuple[str, ...]:
+    """``auto``: for exclusive-support canaries on a dense-input model the one decisive test
+    (``exclusive_weight_change``), else every general score; ``all``: every score the kind and model allow;
+    otherwise a comma-separated list, taken as given (``check_arguments`` refuses what does not fit)."""
+    from .models import MODELS
+
+    dense = MODELS.get(model).dense_input
+    if text == "auto":
+        return ("exclusive_weight_change",) if canary_kind == "exclusive_support" and dense else GENERAL_SCORES
+    if text == "all":
+        wanted = list(GENERAL_SCORES)
+        if canary_kind == "exclusive_support":
+            wanted.remove("reference_rank")
+            if dense:
+                wanted.append("exclusive_weight_change")
+        return tuple(wanted)
+    return tuple(t.strip() for t in text.split(",") if t.strip())
+
+
+def check_arguments(*, canary_kind: str, canaries: int, pattern_scale: float, scores: Sequence[str] | None = None,
+                    model: str | None = None, minimum: int = 2) -> None:
+    """Every audit argument that needs no data: checked before any data is read or any run is opened.
+    ``minimum``: the fewest canaries (a one-run audit needs 2; each run of a multi-run audit holds 1)."""
     if canary_kind not in CANARY_KINDS:
         raise ConfigError(f"canary kind {canary_kind!r} is not allowed: choose one of {', '.join(CANARY_KINDS)}")
-    if not (isinstance(canaries, int) and canaries >= 2):
-        raise ConfigError(f"canaries={canaries!r} is not allowed: it must be an integer >= 2")
+    if not (isinstance(canaries, int) and canaries >= minimum):
+        raise ConfigError(f"canaries={canaries!r} is not allowed: it must be an integer >= {minimum}")
     if not (isinstance(pattern_scale, (int, float)) and math.isfinite(pattern_scale) and pattern_scale > 0):
         raise ConfigError(f"pattern_scale={pattern_scale!r} is not allowed: it must be a finite number > 0")
-    for score in scores:
+    if scores is not None and not scores:
+        raise ConfigError("--score is empty: give auto, all, or a comma-separated list of scores")
+    for score in scores or ():
         if score not in SCORES:
-            raise ConfigError(f"score {score!r} is not allowed: choose all or one of {', '.join(SCORES)}")
+            raise ConfigError(f"score {score!r} is not allowed: choose auto, all or one of {', '.join(SCORES)}")
+    scores = scores or ()
+    if "exclusive_weight_change" in scores:
+        if canary_kind != "exclusive_support":
+            raise ConfigError(f"score 'exclusive_weight_change' is not allowed with {canary_kind} canaries: it "
+                              "scores a canary by the weights of its own input coordinates; use --canary-kind "
+                              "exclusive_support")
+        if model is not None:
+            _check_dense(model)
+    if canary_kind == "exclusive_support" and "reference_rank" in scores:
+        raise ConfigError("score 'reference_rank' is not allowed with exclusive_support canaries: the blank "
+                          "coordinates are all taken by the canaries, so no fresh canary of that kind is left to "
+                          "rank against")
+
+
+def _check_dense(model: str) -> None:
+    from .models import MODELS
+
+    if not MODELS.get(model).dense_input:
+        raise ConfigError(f"score 'exclusive_weight_change' is not allowed for model {model!r}: its first layer is a "
+                          "convolution, whose weights every image moves; it needs a model whose first layer is dense "
+                          "on the input (--model mlp)")
 
 
 def _synthetic(kind: str, data: TensorData, n: int, g: torch.Generator,
@@ -180,11 +247,17 @@ def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_sca
       the reference: test images given a wrong label by the same rule;
     - ``random_pattern``: i.i.d. Gaussian pixel images (far from the data) with ``pattern_scale`` times the
       training pixels' standard deviation, each with a fixed random label;
-    - ``blank_patch``: a blank image with one bright random square patch, a fixed random label.
+    - ``blank_patch``: a blank image with one bright random square patch, a fixed random label;
+    - ``exclusive_support``: a blank image that is bright only on input coordinates that are blank in every
+      training example, each canary on its own disjoint set of them (the free coordinates shared out equally
+      at random), a fixed random label. In a model whose first layer is dense on the input, the weights of a
+      canary's coordinates receive gradient from that canary alone. No reference set.
     """
-    check_arguments(canary_kind=kind, canaries=m, pattern_scale=pattern_scale)
+    check_arguments(canary_kind=kind, canaries=m, pattern_scale=pattern_scale, minimum=1)
+    if kind == "exclusive_support":
+        return _exclusive_support(data, m, seed)
     if m >= data.train_size:
-        raise ConfigError(f"canaries={m!r} is not allowed: it must be an integer in [2, {data.train_size})")
+        raise ConfigError(f"canaries={m!r} is not allowed: it must be an integer in [1, {data.train_size})")
     g = torch.Generator().manual_seed(10_000 + seed)
     c = data.info.num_classes
     device = data.x_train.device
@@ -209,6 +282,37 @@ def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_sca
     else:
         x_ref, y_ref = _synthetic(kind, data, reference, gr, level)
     return Canaries(x, y, included, kind, base, x_ref, y_ref)
+
+
+def free_coordinates(data: TensorData) -> torch.Tensor:
+    """The flat input coordinates (channel, row, column) that hold the blank value in every training example."""
+    blank = torch.tensor(blank_value(data.info), device=data.x_train.device).view(1, -1, 1, 1)
+    free = torch.ones(data.shape, dtype=torch.bool, device=data.x_train.device)
+    for i in range(0, data.train_size, 10_000):  # in chunks: no N x C x H x W boolean copy of the data
+        free &= (data.x_train[i: i + 10_000] == blank).all(0)
+    return free.flatten().nonzero().flatten()
+
+
+def _exclusive_support(data: TensorData, m: int, seed: int) -> Canaries:
+    free = free_coordinates(data)
+    if m > len(free):
+        raise ConfigError(f"canaries={m} is not allowed for exclusive_support: the {data.train_size} training "
+                          f"examples leave {len(free)} input coordinates blank in all of them and each canary needs "
+                          f"one of its own; give --canaries <= {len(free)} (a smaller --train-examples leaves more)")
+    g = torch.Generator().manual_seed(10_000 + seed)
+    info, device = data.info, data.x_train.device
+    per = len(free) // m
+    chosen = free[torch.randperm(len(free), generator=g)[: m * per].to(free.device)].view(m, per)
+    blank = torch.tensor(blank_value(info), device=device).view(1, -1, 1, 1)
+    bright = normalise(info, torch.full((1, info.channels, 1, 1), 255, dtype=torch.uint8)).to(device)
+    x = blank.expand(m, *data.shape).clone()
+    flat = x.view(m, -1)
+    bright_flat = bright.expand(1, *data.shape).reshape(-1)
+    for i in range(m):
+        flat[i, chosen[i]] = bright_flat[chosen[i]]
+    y = torch.randint(0, info.num_classes, (m,), generator=g).to(device)
+    included = (torch.rand(m, generator=g) < 0.5).numpy()
+    return Canaries(x, y, included, "exclusive_support", data, support=[c for c in chosen])
 
 
 def with_canaries(canaries: Canaries) -> TensorData:
@@ -269,7 +373,8 @@ def black_box_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, x_ref: 
 
 
 def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x: torch.Tensor,
-                     y: torch.Tensor, wanted: Sequence[str] = WHITE_BOX) -> dict[str, np.ndarray]:
+                     y: torch.Tensor, wanted: Sequence[str] = WHITE_BOX[:-1],
+                     support: Sequence[torch.Tensor] | None = None) -> dict[str, np.ndarray]:
     """Scores for an adversary who holds the initial and the trained parameters (those in ``wanted`` only).
 
     - ``gradient_alignment``: <-grad L(canary; theta_T), theta_T - theta_0> / ||grad L(canary; theta_T)||:
@@ -280,7 +385,10 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
       that make it quicker to relearn than one it never saw; every canary gets the same steps, so the score is
       a function of the released parameters and the public canaries alone;
     - ``first_layer_projection``: ||first_layer_change(x_c)||^2 / ||x_c||^2: how strongly the change of the
-      first layer responds to the canary's input (independent of its label).
+      first layer responds to the canary's input (independent of its label);
+    - ``exclusive_weight_change`` (exclusive-support canaries, a dense first layer): the norm of the first
+      layer's change theta_T - theta_0 on the canary's own input coordinates. Without the canary and without
+      noise on the parameters it is exactly 0.
     """
     initial = copy.deepcopy(final)
     initial.load_state_dict(initial_state)
@@ -293,7 +401,22 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
         out["relearn"] = relearn_scores(final, x, y)
     if "first_layer_projection" in wanted:
         out["first_layer_projection"] = _first_layer_projection(final, initial, x)
+    if "exclusive_weight_change" in wanted:
+        if support is None:
+            raise ConfigError("score 'exclusive_weight_change' needs exclusive_support canaries")
+        out["exclusive_weight_change"] = exclusive_weight_change(final, initial, support)
     return out
+
+
+def exclusive_weight_change(final: nn.Module, initial: nn.Module, support: Sequence[torch.Tensor]) -> np.ndarray:
+    """||(W_T - W_0)[:, S_c]|| for each canary c with coordinates S_c, W the first (dense) layer's weight."""
+    name, layer0 = _first_weight(initial)
+    if not isinstance(layer0, nn.Linear):
+        raise ConfigError(f"score 'exclusive_weight_change' is not allowed for this model: its first layer "
+                          f"({name}) is a {type(layer0).__name__}, not dense on the input")
+    layer_t = dict(final.named_modules())[name]
+    dw = (layer_t.weight.detach() - layer0.weight.detach()).double()
+    return np.array([float(dw[:, cols.to(dw.device)].norm()) for cols in support])
 
 
 def _gradient_alignment(final: nn.Module, initial: nn.Module, x: torch.Tensor, y: torch.Tensor) -> np.ndarray:
@@ -354,10 +477,24 @@ class AuditResult:
     outcomes: list[ScoreOutcome]
     scope: str
     run_id: str | None = None
+    tests: int = 0  # the size of the Bonferroni family
 
     @property
     def best(self) -> ScoreOutcome:
         return max(self.outcomes, key=lambda o: o.epsilon_lb)
+
+    def best_of(self, threat: str) -> ScoreOutcome | None:
+        """The strongest outcome among the black-box or the white-box scores (None if none was tried)."""
+        pool = [o for o in self.outcomes if (o.score in BLACK_BOX) == (threat == "black_box")]
+        return max(pool, key=lambda o: o.epsilon_lb) if pool else None
+
+    def family(self) -> str:
+        fixed = [o.score for o in self.outcomes if o.score in ONE_TEST]
+        text = f"{self.tests} test{'s' if self.tests != 1 else ''} at level {BETA:g}/{self.tests} each (Bonferroni)"
+        if fixed:
+            text += (f"; {', '.join(fixed)}: one test, its score and guesses fixed before the run (every canary "
+                     "guessed, 'in' iff its score is above 0)")
+        return text
 
     def as_json(self) -> dict[str, Any]:
         b = self.best
@@ -365,17 +502,20 @@ class AuditResult:
             "method": self.method, "epsilon_claimed": self.epsilon_claimed, "epsilon_lb": b.epsilon_lb,
             "epsilon_lb_ceiling": b.ceiling, "canaries": self.canaries, "guesses": b.guesses, "correct": b.correct,
             "score": b.score, "canary_kind": self.canary_kind, "test_accuracy": self.test_accuracy, "k": b.k,
-            "scope": self.scope, "run_id": self.run_id,
+            "scope": self.scope, "run_id": self.run_id, "tests": self.tests, "family": self.family(),
             "per_score": {o.score: {"epsilon_lb": o.epsilon_lb, "ceiling": o.ceiling, "k": o.k, "guesses": o.guesses,
                                     "correct": o.correct} for o in self.outcomes},
         }
 
 
 def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random_pattern",
-          scores: Sequence[str] = SCORES, perf: PerfFlags | None = None, tracker=None,
+          scores: Sequence[str] | str = "auto", perf: PerfFlags | None = None, tracker=None,
           data: TensorData | None = None, beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> AuditResult:
     """Train ``config`` once with m canaries, each in with probability 1/2, and bound epsilon from the scores."""
-    check_arguments(canary_kind=canary_kind, canaries=canaries, pattern_scale=pattern_scale, scores=scores)
+    if isinstance(scores, str):
+        scores = resolve_scores(scores, canary_kind, config.model)
+    check_arguments(canary_kind=canary_kind, canaries=canaries, pattern_scale=pattern_scale, scores=scores,
+                    model=config.model)
     perf = perf or PerfFlags(progress=False)
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=perf.resolve_device(),
@@ -383,24 +523,20 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
     made = make_canaries(canary_kind, data, canaries, config.seed, pattern_scale=pattern_scale)
     result = run(config, perf, tracker, data=with_canaries(made), keep_model=True)
     # score on a plain copy of the trained model: a method's wrapper (Opacus' per-sample hooks) stays out
-    from .models import build_model
-
-    info = data.info
-    model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
-                        norm=result.norm, width=config.model_width).to(made.x.device)
+    model = model_for(config, data.info, result.norm).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
     values: dict[str, np.ndarray] = {}
     values.update(black_box_scores(model, made.x, made.y, made.x_ref, made.y_ref))
     wanted = [s for s in scores if s not in BLACK_BOX]
     if wanted:
-        values.update(white_box_scores(model, result.initial_state, made.x, made.y, wanted))
-    n_tests = len(scores) * len(k_grid(canaries))
+        values.update(white_box_scores(model, result.initial_state, made.x, made.y, wanted, made.support))
+    n_tests = count_tests(scores, canaries)
     delta = config.privacy.delta
-    outcomes = [bound_for_scores(values[s], made.included, delta=delta, beta=beta, n_tests=n_tests, score=s)
-                for s in scores]
+    outcomes = [(bound_fixed_guesses if s in ONE_TEST else bound_for_scores)(
+        values[s], made.included, delta=delta, beta=beta, n_tests=n_tests, score=s) for s in scores]
     out = AuditResult(config.method, config.privacy.epsilon, canary_kind, canaries,
                       result.metrics["final_test_accuracy"], outcomes, result.claim.scope,
-                      getattr(tracker, "run_id", None))
+                      getattr(tracker, "run_id", None), tests=n_tests)
     if tracker is not None and tracker.run_id is not None:
         _log_audit(tracker, out)
     return out
@@ -409,8 +545,16 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
 def _log_audit(tracker, out: AuditResult) -> None:
     best = out.best
     metrics = {names.METRIC_EPSILON_LB: best.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: best.ceiling,
-               names.METRIC_AUDIT_GUESSES: best.guesses, names.METRIC_AUDIT_CORRECT: best.correct}
+               names.METRIC_AUDIT_GUESSES: best.guesses, names.METRIC_AUDIT_CORRECT: best.correct,
+               names.METRIC_AUDIT_TESTS: out.tests}
+    for threat in names.THREATS:
+        o = out.best_of(threat)
+        if o is not None:
+            metrics[f"{names.METRIC_EPSILON_LB}.{threat}"] = o.epsilon_lb
+            metrics[f"{names.METRIC_EPSILON_LB_CEILING}.{threat}"] = o.ceiling
     for o in out.outcomes:
         metrics[f"{names.METRIC_EPSILON_LB}.{o.score}"] = o.epsilon_lb
         metrics[f"ceiling.{o.score}"] = o.ceiling
-    tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: out.canary_kind})
+    tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: out.canary_kind,
+                                  names.TAG_AUDIT_MODE: "one_run",
+                                  names.TAG_AUDIT_SCORES: ",".join(o.score for o in out.outcomes)})

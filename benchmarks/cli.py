@@ -77,6 +77,10 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=0)
     _add_speed_flags(p)
     p.add_argument("--no-progress", action="store_true")
+    _add_executor_flags(p)
+
+
+def _add_executor_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--executor", default="local", help="local | ray | submitit")
     p.add_argument("--ray-address", help="a Ray cluster's address (default: start a local one)")
     p.add_argument("--cpus-per-run", type=float, default=1.0)
@@ -84,6 +88,17 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--workers", type=int, help="local Ray cluster size (CPUs) / SLURM array parallelism")
     p.add_argument("--submitit-folder", default="submitit-logs")
     p.add_argument("--submitit-cluster", help="submitit cluster: slurm (default when available) or local")
+
+
+def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
+    if args.executor == "ray":
+        return {"address": args.ray_address, "cpus_per_run": args.cpus_per_run, "gpus_per_run": args.gpus_per_run,
+                "local_cpus": args.workers}
+    if args.executor == "submitit":
+        return {"folder": args.submitit_folder, "cluster": args.submitit_cluster,
+                "cpus_per_run": int(args.cpus_per_run), "gpus_per_run": int(args.gpus_per_run),
+                "parallel": args.workers or 2}
+    return {}
 
 
 def _add_speed_flags(p: argparse.ArgumentParser) -> None:
@@ -151,17 +166,26 @@ def build_parser() -> argparse.ArgumentParser:
     p_rep.add_argument("--experiment", default="inputdp")
     p_rep.add_argument("--out", default="reports/out", help="output directory (default: reports/out)")
     p_rep.add_argument("--stamp", default="", help="a line saying when and where the runs were measured")
-    p_aud = sub.add_parser("audit", help="one-run audit: an empirical epsilon lower bound for a method's trained model")
+    p_aud = sub.add_parser("audit", help="an empirical epsilon lower bound for a method's trained model: one run with m "
+                                         "canaries, or --runs N runs with and without one canary")
     p_aud.add_argument("--method", required=True)
     p_aud.add_argument("--dataset", required=True)
     p_aud.add_argument("--epsilon", type=float, default=1.0)
     p_aud.add_argument("--preset", default="cpu")
     p_aud.add_argument("--canaries", type=int, default=1000)
-    p_aud.add_argument("--canary-kind", default="random_pattern", help="mislabeled | random_pattern | blank_patch")
+    p_aud.add_argument("--canary-kind", default="random_pattern",
+                       help="mislabeled | random_pattern | blank_patch | exclusive_support")
     p_aud.add_argument("--pattern-scale", type=float, default=None,
                        help="random_pattern canaries: pixel spread as a multiple of the data's (default 2)")
-    p_aud.add_argument("--score", default="all", help="all, or one of loss, margin, reference_rank, "
-                                                       "gradient_alignment, relearn, first_layer_projection")
+    p_aud.add_argument("--score", default="auto",
+                       help="auto (exclusive_support on a dense model: exclusive_weight_change alone; else every "
+                            "general score), all, or a comma-separated list of loss, margin, reference_rank, "
+                            "gradient_alignment, relearn, first_layer_projection, exclusive_weight_change")
+    p_aud.add_argument("--model", help="override the preset's model (exclusive_weight_change needs a dense one: mlp)")
+    p_aud.add_argument("--model-width", type=int)
+    p_aud.add_argument("--train-examples", type=int, help="train on a fixed subset of this many examples")
+    p_aud.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")
+    p_aud.add_argument("--steps", type=int, help="override the preset's number of steps T")
     p_aud.add_argument("--seed", type=int, default=0)
     p_aud.add_argument("--epochs", type=int)
     p_aud.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE")
@@ -171,6 +195,10 @@ def build_parser() -> argparse.ArgumentParser:
     p_aud.add_argument("--no-track", action="store_true", help="do not log the audit run to MLflow")
     p_aud.add_argument("--device", default="auto")
     p_aud.add_argument("--json", action="store_true")
+    p_aud.add_argument("--runs", type=int, help="a multi-run audit: N training runs (even), half with one canary, "
+                                                "half without; --score names its one score (auto: "
+                                                "exclusive_weight_change for exclusive_support on mlp, else loss)")
+    _add_executor_flags(p_aud)
     p_srv = sub.add_parser("server", help="start an MLflow tracking server on loopback and print its URI")
     p_srv.add_argument("--backend-store-uri", default="sqlite:///mlflow-server.db",
                        help="sqlite:///FILE or postgresql://USER@HOST/DB")
@@ -233,8 +261,9 @@ def _check_store_flags(args: argparse.Namespace) -> None:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from . import names
-    from .audit import PATTERN_SCALE, SCORES, audit, check_arguments
+    from .audit import BLACK_BOX, PATTERN_SCALE, audit, check_arguments, resolve_scores
     from .config import PerfFlags
+    from .models import MODELS
     from .sweep import Overrides, build_config, check_feasible, resolve_methods
     from .tracking import MLflowTracker
 
@@ -243,13 +272,20 @@ def cmd_audit(args: argparse.Namespace) -> int:
         raise ConfigError(f"--method {args.method!r} is not allowed: an audit is of one method; choose one of "
                           f"{', '.join(chosen) if args.method == 'all' else 'the registered methods'}")
     (method,) = chosen
+    if args.model is not None:
+        MODELS.get(args.model)  # the one-line error for an unknown model, before anything else
     config = build_config(method=method, dataset=args.dataset, preset=args.preset, epsilon=args.epsilon,
-                          seed=args.seed, overrides=Overrides(epochs=args.epochs, data_dir=args.data_dir,
-                                                              method_options=parse_options(args.option, [method])))
+                          seed=args.seed, overrides=Overrides(
+                              epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate,
+                              model=args.model, model_width=args.model_width, train_examples=args.train_examples,
+                              data_dir=args.data_dir, method_options=parse_options(args.option, [method])))
     check_feasible([config])
-    scores = SCORES if args.score == "all" else (args.score,)
     scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
-    check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores)
+    if args.runs is not None:
+        return _multi_run_audit(args, config, scale)
+    scores = resolve_scores(args.score, args.canary_kind, config.model)
+    check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
+                    model=config.model)
     tracker = None
     if not args.no_track:
         tracker = MLflowTracker(args.tracking_uri, args.experiment, extra_tags={
@@ -264,9 +300,57 @@ def cmd_audit(args: argparse.Namespace) -> int:
         return 0
     print(f"{method} on {args.dataset} ({args.preset}), claimed epsilon {config.privacy.epsilon:g}, "
           f"{args.canaries} {args.canary_kind} canaries, test accuracy {result.test_accuracy:.4f}")
-    print(f"{'score':<24}{'eps_lb':>8}{'ceiling':>9}{'k':>6}{'correct':>10}")
+    print(f"family: {result.family()}")
+    print(f"{'score':<24}{'threat':<11}{'eps_lb':>8}{'ceiling':>9}{'k':>6}{'correct':>10}")
     for o in result.outcomes:
-        print(f"{o.score:<24}{o.epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>6}{o.correct:>6}/{o.guesses}")
+        threat = "black-box" if o.score in BLACK_BOX else "white-box"
+        print(f"{o.score:<24}{threat:<11}{o.epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>6}{o.correct:>6}/{o.guesses}")
+    return 0
+
+
+def _multi_run_audit(args: argparse.Namespace, config, scale: float) -> int:
+    from . import names
+    from .audit import BLACK_BOX, check_arguments, resolve_scores
+    from .audit_runs import check_runs, multi_run_audit
+    from .config import PerfFlags
+    from .executors import EXECUTORS
+    from .tracking import MLflowTracker
+
+    check_runs(args.runs)
+    if args.executor not in EXECUTORS:
+        raise ConfigError(f"--executor {args.executor!r} is not allowed: choose one of {', '.join(EXECUTORS)}")
+    if args.score == "auto":
+        scores = resolve_scores("auto", args.canary_kind, config.model)
+        scores = scores if scores == ("exclusive_weight_change",) else ("loss",)
+    else:
+        scores = resolve_scores(args.score, args.canary_kind, config.model)
+    if len(scores) != 1:
+        raise ConfigError(f"--score {args.score!r} is not allowed with --runs: a multi-run audit is one test of one "
+                          "score; name one")
+    check_arguments(canary_kind=args.canary_kind, canaries=1, pattern_scale=scale, scores=scores, model=config.model,
+                    minimum=1)
+    (score,) = scores
+    tracker = None
+    if not args.no_track:
+        tracker = MLflowTracker(args.tracking_uri, args.experiment, extra_tags={
+            names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
+            names.TAG_CONFIG_KEY: f"audit-runs:{config.key()}:{args.canary_kind}:{score}:{args.runs}:{scale:g}"})
+    perf = PerfFlags(device=args.device, progress=not args.json)
+    result = multi_run_audit(config, runs=args.runs, canary_kind=args.canary_kind, score=score, perf=perf,
+                             tracker=tracker, executor=args.executor, executor_options=_executor_options(args),
+                             pattern_scale=scale)
+    if args.json:
+        print(json.dumps(result.as_json()))
+        return 0
+    c = result.counts
+    print(f"{config.method} on {args.dataset} ({args.preset}, {config.model}, {result.runs} runs of "
+          f"{config.train_examples or 'all'} examples), claimed epsilon {config.privacy.epsilon:g}: one "
+          f"{args.canary_kind} canary, score {score} ({'black-box' if score in BLACK_BOX else 'white-box'})")
+    print(f"rule chosen on half of the runs: {result.rule.describe()} (bound there {result.selection_bound:.3f})")
+    print(f"other half: with the canary {c.tp}/{c.tp + c.fn} guessed with; without it {c.fp}/{c.fp + c.tn} guessed "
+          f"with; one test at 95% (Clopper-Pearson, each rate at 97.5%)")
+    print(f"epsilon_lb {result.epsilon_lb:.3f} (ceiling {result.ceiling:.3f}); {result.failed} runs failed; "
+          f"median test accuracy {result.median_test_accuracy:.4f}; wall {result.wall_s:.0f} s")
     return 0
 
 
@@ -415,16 +499,8 @@ def cmd_run(args: argparse.Namespace) -> int:
     perf = _perf(args, progress=not args.no_progress)
     if args.executor == "local":
         perf.resolve_device()
-    options: dict[str, Any] = {}
-    if args.executor == "ray":
-        options = {"address": args.ray_address, "cpus_per_run": args.cpus_per_run, "gpus_per_run": args.gpus_per_run,
-                   "local_cpus": args.workers}
-    elif args.executor == "submitit":
-        options = {"folder": args.submitit_folder, "cluster": args.submitit_cluster,
-                   "cpus_per_run": int(args.cpus_per_run), "gpus_per_run": int(args.gpus_per_run),
-                   "parallel": args.workers or 2}
     outcome = run_sweep(configs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
-                        executor=args.executor, executor_options=options)
+                        executor=args.executor, executor_options=_executor_options(args))
     print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{'test_acc':>10}{'median_epoch_s':>16}{'eps_spent':>11}")
     for r in outcome.ran:
         m, c = r.metrics, r.config

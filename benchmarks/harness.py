@@ -20,7 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from inputdp.datasets import TensorData, load_tensor_data
+from inputdp.datasets import DatasetInfo, TensorData, blank_value, load_tensor_data
 from inputdp.methods import create_method
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
@@ -126,6 +126,12 @@ def _check_speed_flags(method: Method, perf: PerfFlags) -> None:
     method.check_amp(perf.amp)
 
 
+def model_for(config: RunConfig, info: DatasetInfo, norm: str) -> nn.Module:
+    """The configuration's model, untrained, for a data set (dense-input models measure from its blank pixel)."""
+    return build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
+                       norm=norm, width=config.model_width, input_zero=blank_value(info))
+
+
 def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None, *,
             keep_initial: bool = False) -> Prepared:
     perf = perf or PerfFlags()
@@ -144,8 +150,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     claim = method.claim()
     norm = method.default_norm if config.norm == "auto" else config.norm
     info = data.info
-    model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
-                        norm=norm, width=config.model_width).to(device)
+    model = model_for(config, info, norm).to(device)
     method.initialise(model)
     # the untrained parameters, only when asked (the audit's white-box scores): a copy of the whole model
     initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()} if keep_initial else None

@@ -24,6 +24,8 @@ TAG_AUDIT_OF = "audit_of_match_key"
 TAG_AUDIT_BEST_SCORE = "audit_best_score"
 TAG_CANARY_KIND = "canary_kind"
 TAG_PATTERN_SCALE = "pattern_scale"
+TAG_AUDIT_MODE = "audit_mode"  # "one_run" (m canaries in one training run) or "multi_run" (N runs, one canary)
+TAG_AUDIT_SCORES = "audit_scores"  # the scores tried, comma-separated
 TAG_PRIVACY_MECHANISM = "privacy.mechanism"
 TAG_PRIVACY_PROTECTS = "privacy.protects"
 TAG_PRIVACY_SCOPE = "privacy.scope"
@@ -46,3 +48,8 @@ METRIC_EPSILON_LB = "epsilon_lb"
 METRIC_EPSILON_LB_CEILING = "epsilon_lb_ceiling"
 METRIC_AUDIT_GUESSES = "audit_guesses"
 METRIC_AUDIT_CORRECT = "audit_correct"
+METRIC_AUDIT_TESTS = "audit_tests"  # the size of the Bonferroni family
+METRIC_AUDIT_RUNS = "audit_runs"  # multi-run audits: the training runs behind the bound
+#: the strongest bound among the scores of one threat model (black_box: outputs only; white_box: parameters),
+#: with its ceiling: ``epsilon_lb.black_box``, ``epsilon_lb_ceiling.white_box``, ...
+THREATS = ("black_box", "white_box")

@@ -175,10 +175,19 @@ def load_tensor_data(
     _check_contents(info, root, x_tr, y_tr, x_te, y_te)
     x_tr, y_tr = _subset(x_tr, y_tr, train_examples)
     x_te, y_te = _subset(x_te, y_te, test_examples)
+    return TensorData(info, normalise(info, x_tr).to(device), y_tr.to(device), normalise(info, x_te).to(device),
+                      y_te.to(device))
+
+
+def normalise(info: DatasetInfo, x: torch.Tensor) -> torch.Tensor:
+    """8-bit pixels (N C H W) to the model's input: (x / 255 - mean) / std per channel."""
     mean = torch.tensor(info.mean).view(1, -1, 1, 1)
     std = torch.tensor(info.std).view(1, -1, 1, 1)
+    return (x.float() / 255.0 - mean) / std
 
-    def prep(x: torch.Tensor) -> torch.Tensor:
-        return ((x.float() / 255.0 - mean) / std).to(device)
 
-    return TensorData(info, prep(x_tr), y_tr.to(device), prep(x_te), y_te.to(device))
+def blank_value(info: DatasetInfo) -> tuple[float, ...]:
+    """What a pixel of value 0 becomes, per channel: computed by :func:`normalise` itself, so it is bit for bit
+    the value every blank pixel of the loaded data holds (the ``mlp`` model measures its input from it)."""
+    zero = torch.zeros((1, info.channels, 1, 1), dtype=torch.uint8)
+    return tuple(float(v) for v in normalise(info, zero).flatten())

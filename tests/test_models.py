@@ -12,14 +12,16 @@ from inputdp.benchmarks.models import MODELS, build_model
 @pytest.mark.parametrize("name", MODELS.names())
 @pytest.mark.parametrize("norm", ["group", "batch"])
 def test_forward_shapes_and_norm(name, norm):
-    width = {"small_cnn": 8, "resnet18": 8, "resnet9": 8, "inception_simple": 8}[name]
+    width = {"small_cnn": 8, "resnet18": 8, "resnet9": 8, "inception_simple": 8, "mlp": 16}[name]
     for channels, size in ((1, 28), (3, 32)):
         model = build_model(name, num_classes=7, channels=channels, size=size, norm=norm, width=width)
         x = torch.randn(3, channels, size, size)
         assert model(x).shape == (3, 7)
         assert model.features(x).shape == (3, model.feature_dim)
         kinds = {type(m) for m in model.modules()}
-        if norm == "group":
+        if MODELS.get(name).dense_input:  # dense layers only: nothing for a norm to act on
+            assert not kinds & {nn.GroupNorm, nn.BatchNorm2d, nn.Conv2d}
+        elif norm == "group":
             assert nn.BatchNorm2d not in kinds and (nn.GroupNorm in kinds)
         else:
             assert nn.GroupNorm not in kinds and nn.BatchNorm2d in kinds

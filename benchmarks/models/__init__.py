@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from inputdp.benchmarks.registry import Entry, Registry
@@ -16,6 +17,9 @@ class ModelInfo(Entry):
     #: measured with `bench speed` on the project's CPU machine (README, Performance); methods that clip
     #: per-example gradients use it when asked for "auto"
     grad_sample_mode: str = "hooks"
+    #: the first weight layer is dense on the flattened input (one weight per input coordinate); such a model is
+    #: built with the data set's blank pixel value (``input_zero``) and can be audited with ``exclusive_support``
+    dense_input: bool = False
 
 
 MODELS: Registry[ModelInfo] = Registry("model")
@@ -28,6 +32,9 @@ def register_model(info: ModelInfo, *, force: bool = False) -> ModelInfo:
 _M = "inputdp.benchmarks.models."
 register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", default_width=16, grad_sample_mode="ghost",
                          summary="two conv layers and a 64-unit hidden layer; trains on a CPU in minutes"))
+register_model(ModelInfo(name="mlp", target=_M + "mlp:MLP", default_width=512, grad_sample_mode="ghost",
+                         dense_input=True,
+                         summary="two 512-unit dense ReLU layers on the flattened input (Abadi et al. 2016's kind)"))
 register_model(ModelInfo(name="resnet18", target=_M + "resnets:ResNet18", default_width=64,
                          summary="ResNet-18 with the CIFAR stem (3x3 conv, no max-pool), 11M parameters"))
 register_model(ModelInfo(name="resnet9", target=_M + "resnets:ResNet9", default_width=64,
@@ -36,10 +43,15 @@ register_model(ModelInfo(name="inception_simple", target=_M + "inception:SimpleI
                          summary="simplified Inception (Szegedy et al. 2015), the paper's MNIST model"))
 
 
-def build_model(name: str, *, num_classes: int, channels: int, size: int, norm: str, width: int = 0) -> Classifier:
+def build_model(name: str, *, num_classes: int, channels: int, size: int, norm: str, width: int = 0,
+                input_zero: Sequence[float] = ()) -> Classifier:
+    """``input_zero``: the data set's blank pixel per channel (``datasets.blank_value``), for models with
+    ``dense_input`` (others ignore it); left empty, such a model takes 0 as blank."""
     info = MODELS.get(name)
     cls = info.load()
-    return cls(num_classes=num_classes, channels=channels, size=size, norm=norm, width=width or info.default_width)
+    extra = {"input_zero": tuple(input_zero)} if info.dense_input else {}
+    return cls(num_classes=num_classes, channels=channels, size=size, norm=norm, width=width or info.default_width,
+               **extra)
 
 
 __all__ = ["MODELS", "Classifier", "ModelInfo", "build_model", "norm_layer", "register_model"]

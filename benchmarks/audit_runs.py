@@ -1,0 +1,298 @@
+"""The multi-run distinguishing audit (Jagielski, Ullman & Oprea 2020; Nasr et al. 2021; THEORY.md, "Auditing").
+
+For when one run cannot hold enough canaries to decide: N training runs, half of them (chosen at random) with one
+canary added to the training set and half without, each with its own seed (initialisation, batches, noise).
+Every run's canary gets a score. The runs are split in two halves at random (each half with half of the runs
+with and half of those without the canary): on the first the suite picks the rule "guess *with* iff the score is
+above tau" (or the reverse) that would give the largest bound there; on the second it counts the rule's true and
+false positives and bounds epsilon with Clopper-Pearson intervals at 95% overall (each rate at 97.5%):
+
+    epsilon >= log((TPR_lower - delta) / FPR_upper)      (or with TNR and FNR for the reverse rule),
+
+since (epsilon, delta)-DP makes P[guess with | with] <= e^epsilon P[guess with | without] + delta for any test
+of the released output. The threshold is chosen on runs the bound does not use, so the bound is one test.
+
+Each run is independent of the others, so the runs go through the sweep's executors (local, ray, submitit) and
+only the audit itself is one MLflow run, holding the counts and the bound.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy import stats
+
+from inputdp.datasets import TensorData, load_tensor_data
+
+from . import names
+from .audit import BETA, BLACK_BOX, PATTERN_SCALE, black_box_scores, make_canaries, white_box_scores, with_canaries
+from .config import PerfFlags, RunConfig
+from .errors import ConfigError
+from .executors import get_executor
+from .harness import model_for, run
+
+
+# --- the statistics ------------------------------------------------------------------------------------------
+def clopper_pearson(k: int, n: int, alpha: float) -> tuple[float, float]:
+    """One-sided Clopper-Pearson bounds at level alpha each: P[p < lower] <= alpha and P[p > upper] <= alpha."""
+    if n <= 0:
+        return 0.0, 1.0
+    lower = 0.0 if k == 0 else float(stats.beta.ppf(alpha, k, n - k + 1))
+    upper = 1.0 if k == n else float(stats.beta.ppf(1 - alpha, k + 1, n - k))
+    return lower, upper
+
+
+def rate_bound(hits: int, n_hit: int, false: int, n_false: int, *, delta: float, beta: float) -> float:
+    """log((hit-rate lower - delta) / false-rate upper), each rate at beta/2; 0 when that is not positive."""
+    hit_lo = clopper_pearson(hits, n_hit, beta / 2)[0]
+    false_hi = clopper_pearson(false, n_false, beta / 2)[1]
+    if hit_lo - delta <= 0 or false_hi <= 0:
+        return 0.0
+    return max(0.0, math.log((hit_lo - delta) / false_hi))
+
+
+@dataclass
+class Counts:
+    tp: int  # runs with the canary, guessed with
+    fn: int
+    fp: int  # runs without, guessed with
+    tn: int
+
+    def bound(self, side: str, *, delta: float, beta: float) -> float:
+        """(epsilon, delta)-DP bounds both ways round, for any guess: ``with``: P[guessed with | with] <=
+        e^eps P[guessed with | without] + delta (TPR against FPR); ``without``: the same for the runs without the
+        canary (TNR against FNR)."""
+        if side == "with":
+            return rate_bound(self.tp, self.tp + self.fn, self.fp, self.fp + self.tn, delta=delta, beta=beta)
+        return rate_bound(self.tn, self.fp + self.tn, self.fn, self.tp + self.fn, delta=delta, beta=beta)
+
+    def perfect(self) -> Counts:
+        return Counts(self.tp + self.fn, 0, 0, self.fp + self.tn)
+
+
+def counts(scores: np.ndarray, included: np.ndarray, tau: float, direction: str) -> Counts:
+    guess = scores > tau if direction == "above" else scores <= tau
+    return Counts(int((guess & included).sum()), int((~guess & included).sum()), int((guess & ~included).sum()),
+                  int((~guess & ~included).sum()))
+
+
+@dataclass(frozen=True)
+class Rule:
+    """Guess "with the canary" iff score > tau (``above``) or score <= tau (``below``); bound on ``side``."""
+
+    tau: float
+    direction: str
+    side: str
+
+    def describe(self) -> str:
+        op = ">" if self.direction == "above" else "<="
+        rates = "true against false positives" if self.side == "with" else "true against false negatives"
+        return f"'with the canary' iff score {op} {self.tau:.6g}; bounded by its {rates}"
+
+
+def choose_rule(scores: np.ndarray, included: np.ndarray, *, delta: float, beta: float) -> tuple[Rule, float]:
+    """The rule with the largest bound on these runs, and that bound. Candidates: a threshold at every score (and
+    below all of them), either direction, either side. Among rules with the same bound (all 0 when the runs are
+    few) the one with the most right guesses wins; then the first found, scanning tau upwards."""
+    best, key = Rule(-math.inf, "above", "with"), (-1.0, -1)
+    bound_there = 0.0
+    for tau in np.concatenate([[-np.inf], np.unique(scores)]):
+        for direction in ("above", "below"):
+            c = counts(scores, included, float(tau), direction)
+            for side in ("with", "without"):
+                b = c.bound(side, delta=delta, beta=beta)
+                if (b, c.tp + c.tn) > key:
+                    best, key, bound_there = Rule(float(tau), direction, side), (b, c.tp + c.tn), b
+    return best, bound_there
+
+
+def split_halves(included: np.ndarray, seed: int) -> np.ndarray:
+    """A boolean mask of the runs that choose the rule: half of the runs with the canary and half of those
+    without (rounded down), drawn at random; the others bound epsilon."""
+    rng = np.random.default_rng(30_000 + seed)
+    choose = np.zeros(len(included), dtype=bool)
+    for value in (True, False):
+        idx = np.flatnonzero(included == value)
+        choose[rng.permutation(idx)[: len(idx) // 2]] = True
+    return choose
+
+
+def assign_inclusion(runs: int, seed: int) -> np.ndarray:
+    """Exactly half of the runs get the canary, which half drawn at random."""
+    rng = np.random.default_rng(40_000 + seed)
+    included = np.zeros(runs, dtype=bool)
+    included[rng.permutation(runs)[: runs // 2]] = True
+    return included
+
+
+# --- one run -------------------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CanarySpec:
+    """What each run needs to rebuild the same canary from the same data (picklable, shipped to workers)."""
+
+    kind: str
+    score: str
+    seed: int  # the canary's own seed (the audit's), not the run's
+    pattern_scale: float = PATTERN_SCALE
+
+
+@dataclass
+class RunScore:
+    seed: int
+    included: bool
+    score: float
+    test_accuracy: float
+    seconds: float
+    error: str = ""
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_data(dataset: str, data_dir: str | None, train_examples: int, test_examples: int,
+                 device: str) -> TensorData:
+    return load_tensor_data(dataset, data_dir=data_dir, device=device, train_examples=train_examples,
+                            test_examples=test_examples)
+
+
+def score_one_run(config: RunConfig, *, spec: CanarySpec, included: dict[int, bool], perf: PerfFlags) -> RunScore:
+    """Train ``config`` (its seed names the run) with or without the canary and score the canary (the unit an
+    executor ships; no MLflow run of its own)."""
+    t0 = time.perf_counter()
+    data = _cached_data(config.dataset, config.data_dir, config.train_examples, config.test_examples,
+                        perf.resolve_device())
+    made = make_canaries(spec.kind, data, 1, spec.seed, pattern_scale=spec.pattern_scale, reference=0)
+    inc = bool(included[config.seed])
+    made = dataclasses.replace(made, included=np.array([inc]))
+    result = run(config, perf, data=with_canaries(made), keep_model=True)
+    model = model_for(config, data.info, result.norm).to(made.x.device)
+    model.load_state_dict(result.model.state_dict())
+    if spec.score in BLACK_BOX:
+        value = black_box_scores(model, made.x, made.y)[spec.score]
+    else:
+        value = white_box_scores(model, result.initial_state, made.x, made.y, [spec.score], made.support)[spec.score]
+    return RunScore(config.seed, inc, float(value[0]), float(result.metrics["final_test_accuracy"]),
+                    time.perf_counter() - t0)
+
+
+def _lost(config: RunConfig, error: str, *, included: dict[int, bool]) -> RunScore:
+    return RunScore(config.seed, bool(included[config.seed]), math.nan, math.nan, 0.0, error)
+
+
+# --- the audit -----------------------------------------------------------------------------------------------
+@dataclass
+class MultiRunResult:
+    method: str
+    epsilon_claimed: float
+    canary_kind: str
+    score: str
+    runs: int
+    rule: Rule
+    counts: Counts
+    epsilon_lb: float
+    ceiling: float
+    selection_bound: float
+    failed: int
+    wall_s: float
+    median_test_accuracy: float
+    scores: list[RunScore] = field(repr=False, default_factory=list)
+    run_id: str | None = None
+
+    @property
+    def threat(self) -> str:
+        return "black_box" if self.score in BLACK_BOX else "white_box"
+
+    def as_json(self) -> dict[str, Any]:
+        c = self.counts
+        return {"method": self.method, "epsilon_claimed": self.epsilon_claimed, "canary_kind": self.canary_kind,
+                "score": self.score, "threat": self.threat, "runs": self.runs, "failed": self.failed,
+                "threshold": self.rule.tau, "direction": self.rule.direction, "side": self.rule.side,
+                "rule": self.rule.describe(),
+                "test_half": {"tp": c.tp, "fn": c.fn, "fp": c.fp, "tn": c.tn},
+                "epsilon_lb": self.epsilon_lb, "epsilon_lb_ceiling": self.ceiling,
+                "selection_half_bound": self.selection_bound, "wall_s": self.wall_s,
+                "median_test_accuracy": self.median_test_accuracy, "run_id": self.run_id}
+
+
+def check_runs(runs: int) -> None:
+    if not (isinstance(runs, int) and runs >= 8 and runs % 2 == 0):
+        raise ConfigError(f"--runs {runs!r} is not allowed: give an even number >= 8 (half with the canary, half "
+                          "without; a bound near 3 needs about 400)")
+
+
+def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: str, perf: PerfFlags | None = None,
+                    tracker=None, executor: str = "local", executor_options: dict[str, Any] | None = None,
+                    beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> MultiRunResult:
+    """N runs of ``config`` (seeds config.seed, config.seed + 1, ...), half with one canary; the bound as above."""
+    check_runs(runs)
+    perf = perf or PerfFlags(progress=False)
+    base_seed = config.seed
+    included = assign_inclusion(runs, base_seed)
+    which = {base_seed + i: bool(included[i]) for i in range(runs)}
+    spec = CanarySpec(canary_kind, score, base_seed, pattern_scale)
+    # check the canary fits the data here, once, before any run starts (a worker would fail each run alike)
+    data = _cached_data(config.dataset, config.data_dir, config.train_examples, config.test_examples,
+                        perf.resolve_device())
+    make_canaries(canary_kind, data, 1, base_seed, pattern_scale=pattern_scale, reference=0)
+    configs = [dataclasses.replace(config, seed=base_seed + i) for i in range(runs)]
+    worker_perf = dataclasses.replace(perf, progress=False)
+    runner = get_executor(executor, **(executor_options or {}))
+    run_one = functools.partial(score_one_run, spec=spec, included=which, perf=worker_perf)
+    lost = functools.partial(_lost, included=which)
+    t0 = time.perf_counter()
+    got: dict[int, RunScore] = {}
+    for r in runner.map(configs, run_one=run_one, lost=lost, perf=perf):
+        got[r.seed] = r
+    wall = time.perf_counter() - t0
+    ordered = [got[c.seed] for c in configs]
+    ok = [r for r in ordered if not r.error and math.isfinite(r.score)]
+    if len(ok) < 8:
+        raise ConfigError(f"only {len(ok)} of {runs} audit runs finished ({ordered[0].error or 'no error text'}); "
+                          "nothing to bound")
+    scores = np.array([r.score for r in ok])
+    inc = np.array([r.included for r in ok])
+    choose = split_halves(inc, base_seed)
+    delta = config.privacy.delta
+    rule, selection = choose_rule(scores[choose], inc[choose], delta=delta, beta=beta)
+    test = counts(scores[~choose], inc[~choose], rule.tau, rule.direction)
+    out = MultiRunResult(config.method, config.privacy.epsilon, canary_kind, score, runs, rule, test,
+                         test.bound(rule.side, delta=delta, beta=beta),
+                         test.perfect().bound(rule.side, delta=delta, beta=beta), selection, runs - len(ok), wall,
+                         float(np.median([r.test_accuracy for r in ok])), ordered)
+    if tracker is not None:
+        _log(tracker, config, out)
+        out.run_id = tracker.run_id
+    return out
+
+
+def _log(tracker, config: RunConfig, out: MultiRunResult) -> None:
+    from inputdp.methods import create_method
+
+    from .config import precision
+
+    method = create_method(config.method, dict(config.method_options))
+    calibration = method.calibrate(config.privacy)
+    params = {**config.flat(), **{f"noise.{k}": v for k, v in calibration.noise.items()},
+              "audit.runs": out.runs, "audit.score": out.score, "audit.threshold": out.rule.tau,
+              "audit.direction": out.rule.direction, "audit.side": out.rule.side}
+    tags = {names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
+            names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_SEED: str(config.seed),
+            names.TAG_PRECISION: precision(PerfFlags()), **method.claim().as_tags()}
+    tracker.on_start(config, params, tags)
+    c = out.counts
+    metrics = {names.METRIC_EPSILON_LB: out.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: out.ceiling,
+               f"{names.METRIC_EPSILON_LB}.{out.threat}": out.epsilon_lb,
+               f"{names.METRIC_EPSILON_LB_CEILING}.{out.threat}": out.ceiling,
+               f"{names.METRIC_EPSILON_LB}.{out.score}": out.epsilon_lb,
+               names.METRIC_AUDIT_RUNS: out.runs, names.METRIC_AUDIT_TESTS: 1,
+               names.METRIC_AUDIT_GUESSES: c.tp + c.fn + c.fp + c.tn, names.METRIC_AUDIT_CORRECT: c.tp + c.tn,
+               "audit_tp": c.tp, "audit_fn": c.fn, "audit_fp": c.fp, "audit_tn": c.tn, "audit_failed": out.failed,
+               "audit_selection_bound": out.selection_bound, "audit_wall_s": out.wall_s,
+               names.METRIC_FINAL_TEST_ACCURACY: out.median_test_accuracy}
+    tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: out.score, names.TAG_CANARY_KIND: out.canary_kind,
+                                  names.TAG_AUDIT_MODE: "multi_run", names.TAG_AUDIT_SCORES: out.score})
+    tracker.on_end({}, "FINISHED")

@@ -371,7 +371,7 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError(f"no finished runs in experiment {args.experiment!r} of the store: run `bench run` first")
     board = leaderboard(train, audits)
     try:
-        files = write_report(board, out, stamp=args.stamp)
+        files = write_report(board, out, stamp=args.stamp, audits=audits)
     except OSError as err:
         raise ConfigError(f"--out {args.out!r} cannot be written: {err.strerror or err}") from None
     print(f"{len(train)} runs, {len(board)} leaderboard rows")

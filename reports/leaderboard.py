@@ -1,7 +1,10 @@
 """The leaderboard: finished MLflow runs -> tables (Markdown, CSV, HTML) and plots, with the paper side by side.
 
 Runs are grouped by (data set, preset, model, method, epsilon); seeds are aggregated (mean +- std of test
-accuracy). Audit runs (tag ``kind = audit``) give the audited epsilon lower bound of the configuration they audit.
+accuracy). Audit runs (tag ``kind = audit``) give measured epsilon lower bounds under two threat models: black-box
+(the adversary sees predictions only) and white-box (the released parameters, and their initial values); each
+leaderboard row shows the strongest of each over every audit of the same claim (data set, method, epsilon, delta)
+and a verdict against the claim.
 """
 
 from __future__ import annotations
@@ -17,6 +20,7 @@ import pandas as pd
 from inputdp.benchmarks import names
 
 GROUP = ["dataset", "preset", "model", "method", "epsilon"]
+BLACK_BOX = ("loss", "margin", "reference_rank")  # the audit's black-box scores (benchmarks.audit.BLACK_BOX)
 THREAT = {
     "nothing": "no privacy",
     "inputs": "inputs private; labels public",
@@ -81,8 +85,20 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "needs_public_data": _col(runs, f"tags.{names.TAG_PRIVACY_NEEDS_PUBLIC_DATA}"),
         "epsilon_lb": _col(runs, f"metrics.{names.METRIC_EPSILON_LB}"),
         "audit_of": _col(runs, f"tags.{names.TAG_AUDIT_OF}"),
+        "canary_kind": _col(runs, f"tags.{names.TAG_CANARY_KIND}"),
+        "audit_mode": _col(runs, f"tags.{names.TAG_AUDIT_MODE}", "one_run").fillna("one_run"),
+        "audit_runs": _col(runs, f"metrics.{names.METRIC_AUDIT_RUNS}"),
+        "train_examples": _col(runs, "params.train_examples"),
         "kind": kind,
     })
+    best_score = _col(runs, f"tags.{names.TAG_AUDIT_BEST_SCORE}")
+    for threat in names.THREATS:
+        lb = _col(runs, f"metrics.{names.METRIC_EPSILON_LB}.{threat}")
+        ceiling = _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}.{threat}")
+        # audits logged before the split by threat: the best score's class says which one their bound is
+        old = lb.isna() & best_score.notna() & (best_score.isin(BLACK_BOX) == (threat == "black_box"))
+        out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
+        out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
     return out[out["kind"] != names.KIND_AUDIT].copy(), out[out["kind"] == names.KIND_AUDIT].copy()
 
 
@@ -120,22 +136,95 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
         r.median_epoch_time_s / ref.get((r.dataset, r.preset), np.nan) if (r.dataset, r.preset) in ref.index else np.nan
         for r in board.itertuples()
     ]
-    # each audit is its own 95% statement; the largest of several is shown with their number, since the
-    # largest of n bounds is not itself a 95% bound
-    board["audited_epsilon_lb"] = np.nan
-    board["audits"] = 0
-    if audits is not None and not audits.empty:
-        for i, r in board.iterrows():
-            hit = audits[(audits["audit_of"] == r["match_key"]) & (audits["method"] == r["method"])]
-            if not hit.empty:
-                board.loc[i, "audited_epsilon_lb"] = hit["epsilon_lb"].astype(float).max()
-                board.loc[i, "audits"] = len(hit)
+    _join_audits(board, audits)
     return board
+
+
+def _same_claim(audits: pd.DataFrame, row) -> pd.DataFrame:
+    eps = float(row["epsilon"])
+    a_eps = audits["epsilon"].astype(float)
+    same_eps = (np.isinf(a_eps) & math.isinf(eps)) | np.isclose(a_eps, eps if math.isfinite(eps) else 0.0)
+    same_eps &= np.isinf(a_eps) == math.isinf(eps)
+    return audits[(audits["dataset"] == row["dataset"]) & (audits["method"] == row["method"]) & same_eps
+                  & np.isclose(audits["delta"].astype(float), float(row["delta"]))]
+
+
+def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
+    """Per row and threat model: the strongest bound over every audit of the same claim (data set, method,
+    epsilon, delta; any model or (q, T)), how many audits and of which kinds, and the verdict.
+
+    Each audit is its own 95% statement; the largest of n is not itself a 95% bound, so their number is shown."""
+    for threat in names.THREATS:
+        board[f"{threat}_lb"] = np.nan
+        board[f"{threat}_ceiling"] = np.nan
+        board[f"{threat}_audits"] = 0
+        board[f"{threat}_kinds"] = ""
+    board["verdict"] = ""
+    for i, r in board.iterrows():
+        hit = _same_claim(audits, r) if audits is not None and not audits.empty else pd.DataFrame()
+        claimed = float(r["epsilon"])
+        best_lb, best_threat, ceiling = -1.0, "", 0.0
+        for threat in names.THREATS:
+            got = hit[hit[f"lb_{threat}"].notna()] if not hit.empty else hit
+            if got.empty:
+                continue
+            lb = float(got[f"lb_{threat}"].astype(float).max())
+            board.loc[i, f"{threat}_lb"] = lb
+            board.loc[i, f"{threat}_ceiling"] = float(got[f"ceiling_{threat}"].astype(float).max())
+            board.loc[i, f"{threat}_audits"] = len(got)
+            board.loc[i, f"{threat}_kinds"] = ", ".join(sorted(set(_audit_label(a) for a in got.itertuples())))
+            ceiling = max(ceiling, float(got[f"ceiling_{threat}"].astype(float).max()))
+            if lb > best_lb:
+                best_lb, best_threat = lb, threat
+        if not math.isfinite(claimed):
+            board.loc[i, "verdict"] = "no claim (reference)" if best_threat else ""
+        elif not best_threat:
+            board.loc[i, "verdict"] = "not audited"
+        elif best_lb > claimed:
+            board.loc[i, "verdict"] = (f"claim refuted for the released model ({best_threat.replace('_', '-')} "
+                                       f"{best_lb:.2f} > {claimed:g})")
+        else:
+            board.loc[i, "verdict"] = f"not refuted (ceiling {ceiling:.2f})"
+
+
+def _audit_label(a) -> str:
+    """"exclusive_support on mlp, 400 runs" / "random_pattern on small_cnn"."""
+    text = f"{a.canary_kind} on {a.model}"
+    if a.audit_mode == "multi_run" and not pd.isna(a.audit_runs):
+        text += f", {int(a.audit_runs)} runs"
+    return text
+
+
+def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
+    """One row per audit run: what it audited, with what, and both threat models' bounds next to the claim."""
+    if audits is None or audits.empty:
+        return pd.DataFrame()
+    rows = []
+    def cell(a, threat: str) -> str:
+        lb, ceiling = getattr(a, f"lb_{threat}"), getattr(a, f"ceiling_{threat}")
+        return "" if pd.isna(lb) else f"{float(lb):.2f} (ceiling {float(ceiling):.2f})"
+
+    for a in audits.sort_values(["dataset", "method", "epsilon", "model", "audit_mode"]).itertuples():
+
+        claimed = float(a.epsilon)
+        best = max((float(v) for v in (a.lb_black_box, a.lb_white_box) if not pd.isna(v)), default=math.nan)
+        verdict = ("no claim" if not math.isfinite(claimed) else "" if math.isnan(best)
+                   else "refuted" if best > claimed else "not refuted")
+        subset = "all" if pd.isna(a.train_examples) or str(a.train_examples) in ("0", "") else str(a.train_examples)
+        rows.append({"dataset": a.dataset, "method": a.method,
+                     "epsilon": "∞ (none)" if not math.isfinite(claimed) else f"{claimed:g}",
+                     "model": a.model, "preset": a.preset, "train examples": subset, "q": f"{float(a.q):.5g}",
+                     "T": int(a.T), "seed": a.seed, "canary": a.canary_kind,
+                     "audit": ("multi-run" + ("" if pd.isna(a.audit_runs) else f", {int(a.audit_runs)} runs"))
+                     if a.audit_mode == "multi_run" else "one run",
+                     "black-box epsilon_lb": cell(a, "black_box"), "white-box epsilon_lb": cell(a, "white_box"),
+                     "verdict": verdict})
+    return pd.DataFrame(rows)
 
 
 COLUMNS = ["dataset", "preset", "model", "method", "epsilon", "delta", "q", "T", "seeds", "test_accuracy",
            "median_epoch_time_s", "time_ratio_to_nonprivate", "peak_memory_mb", "epsilon_spent", "scope",
-           "threat_model", "audited_epsilon_lb"]
+           "threat_model", "black-box epsilon_lb", "white-box epsilon_lb", "verdict"]
 
 
 def display_table(board: pd.DataFrame) -> pd.DataFrame:
@@ -147,8 +236,10 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["median_epoch_time_s"] = [f"{x:.2f}" for x in t["median_epoch_time_s"]]
     t["time_ratio_to_nonprivate"] = ["" if pd.isna(x) else f"{x:.2f}" for x in t["time_ratio_to_nonprivate"]]
     t["peak_memory_mb"] = [f"{x:.0f}" for x in t["peak_memory_mb"]]
-    t["audited_epsilon_lb"] = ["" if pd.isna(x) else f"{x:.2f}" if n == 1 else f"{x:.2f} (largest of {n} audits)"
-                               for x, n in zip(t["audited_epsilon_lb"], t["audits"])]
+    for threat in names.THREATS:
+        t[f"{threat.replace('_', '-')} epsilon_lb"] = [
+            "" if pd.isna(x) else f"{x:.2f} ({kinds})" if n == 1 else f"{x:.2f} (largest of {n}: {kinds})"
+            for x, n, kinds in zip(t[f"{threat}_lb"], t[f"{threat}_audits"], t[f"{threat}_kinds"])]
     t["scope"] = [str(s).split(";")[0] for s in t["scope"]]  # the full text is in the CSV
     return t[COLUMNS]
 
@@ -193,15 +284,29 @@ class ReportFiles:
     plots: list[Path]
 
 
-def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leaderboard", stamp: str = "") -> ReportFiles:
+AUDIT_NOTE = (
+    "Black-box: the adversary sees the trained model's predictions; white-box: its parameters and their initial "
+    "values. Each bound is a 95% lower bound on the epsilon of what was audited (the trained parameters); a row of "
+    "the leaderboard shows the strongest over every audit of the same claim (data set, method, epsilon, delta), "
+    "with their number, and the largest of several is not itself a 95% bound. 'Refuted' means a bound exceeds the "
+    "claimed epsilon: the guarantee does not extend to the released model (for dirichlet_softmax and "
+    "gaussian_penultimate it never claimed to: it covers the released layer outputs). 'Not refuted' proves nothing; "
+    "the ceiling is the largest bound those audits could have shown.")
+
+
+def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leaderboard", stamp: str = "",
+                 audits: pd.DataFrame | None = None) -> ReportFiles:
     from .plots import accuracy_vs_epsilon, epoch_time_bars
 
     out.mkdir(parents=True, exist_ok=True)
     table = display_table(board) if not board.empty else pd.DataFrame(columns=COLUMNS)
     side = paper_side_by_side(board) if not board.empty else pd.DataFrame()
+    audited = audit_table(audits) if audits is not None else pd.DataFrame()
     csv = out / "leaderboard.csv"
     raw = board.drop(columns=["match_key"], errors="ignore")
     raw.to_csv(csv, index=False)
+    if not audited.empty:
+        audited.to_csv(out / "audits.csv", index=False)
     plots: list[Path] = []
     # one pair of plots per (data set, preset): runs of different presets are never drawn on one line
     pairs = sorted(board[["dataset", "preset"]].dropna().drop_duplicates().itertuples(index=False)) if not board.empty else []
@@ -214,6 +319,8 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     if stamp:
         lines += [stamp, ""]
     lines += [to_markdown(table) if not table.empty else "(no finished runs)", ""]
+    if not audited.empty:
+        lines += ["## Privacy audits: both threat models", "", AUDIT_NOTE, "", to_markdown(audited), ""]
     if not side.empty:
         lines += ["## The paper side by side", "", to_markdown(side), ""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
@@ -225,6 +332,8 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
         "<style>body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;font-size:13px}"
         "td,th{border:1px solid #ccc;padding:4px 8px} th{background:#eee}</style></head><body>"
         f"<h1>{title}</h1><p>{stamp}</p>{table.to_html(index=False, escape=True)}"
+        + (f"<h2>Privacy audits: both threat models</h2><p>{AUDIT_NOTE}</p>{audited.to_html(index=False)}"
+           if not audited.empty else "")
         + (f"<h2>The paper side by side</h2>{side.to_html(index=False)}" if not side.empty else "")
         + f"{imgs}</body></html>\n"
     )

@@ -40,23 +40,48 @@ def test_leaderboard_groups_seeds(store):
     assert 0.98 <= row["epsilon_spent"] <= 1.0 and row["threat_model"].startswith("inputs private")
     ref = board[board["method"] == "nonprivate"].iloc[0]
     assert math.isinf(ref["epsilon"]) and ref["time_ratio_to_nonprivate"] == pytest.approx(1.0)
-    assert pd.isna(row["audited_epsilon_lb"])  # no audit yet
+    assert pd.isna(row["black_box_lb"]) and pd.isna(row["white_box_lb"]) and row["verdict"] == "not audited"
 
 
-def test_audits_join_their_configuration(store):
-    """Audit runs are matched to the configuration they audit; several are shown as the largest and their number."""
-    from inputdp.reports.leaderboard import display_table
+def _audits(rows):
+    cols = ["dataset", "method", "epsilon", "delta", "model", "canary_kind", "audit_mode", "audit_runs", "lb_black_box",
+            "ceiling_black_box", "lb_white_box", "ceiling_white_box"]
+    return pd.DataFrame([dict(zip(cols, r)) for r in rows])
+
+
+def test_audits_join_their_claim_under_both_threat_models(store):
+    """Audits of the same claim (data set, method, epsilon, delta; any model) are joined per threat model: the
+    strongest bound, how many and which; the verdict compares the strongest with the claim."""
+    from inputdp.reports.leaderboard import audit_table, display_table
 
     train, _ = tidy(load_runs(store))
-    key = train[(train["method"] == "dirichlet_softmax") & (train["epsilon"] == 1)]["match_key"].iloc[0]
-    audits = pd.DataFrame({"audit_of": [key, key, "other"], "method": ["dirichlet_softmax"] * 3,
-                           "epsilon_lb": [0.1, 0.4, 9.0]})
+    audits = _audits([
+        ("mnist", "dirichlet_softmax", 1.0, 1e-5, "small_cnn", "random_pattern", "one_run", None, 0.1, 2.9, 0.0, 2.9),
+        ("mnist", "dirichlet_softmax", 1.0, 1e-5, "mlp", "exclusive_support", "one_run", None, None, None, 3.08, 3.08),
+        ("mnist", "dirichlet_softmax", 1.0, 1e-5, "mlp", "exclusive_support", "multi_run", 400, None, None, 3.2, 3.3),
+        ("mnist", "dirichlet_softmax", 4.0, 1e-5, "small_cnn", "random_pattern", "one_run", None, 0.4, 2.9, 0.2, 2.9),
+        ("mnist", "gaussian_penultimate", 1.0, 1e-6, "mlp", "exclusive_support", "one_run", None, None, None, 3, 3),
+        ("fashionmnist", "dirichlet_softmax", 1.0, 1e-5, "mlp", "random_pattern", "one_run", None, 9, 9, 9, 9),
+        ("mnist", "nonprivate", math.inf, 1e-5, "mlp", "exclusive_support", "one_run", None, None, None, 3.08, 3.08),
+    ])
     board = leaderboard(train, audits)
     row = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 1)].iloc[0]
-    assert row["audited_epsilon_lb"] == pytest.approx(0.4) and row["audits"] == 2
+    assert row["black_box_lb"] == pytest.approx(0.1) and row["black_box_audits"] == 1
+    assert row["white_box_lb"] == pytest.approx(3.2) and row["white_box_audits"] == 3
+    assert row["white_box_kinds"] == "exclusive_support on mlp, exclusive_support on mlp, 400 runs, random_pattern on small_cnn"
+    assert row["verdict"] == "claim refuted for the released model (white-box 3.20 > 1)"
+    row4 = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 4)].iloc[0]
+    assert row4["verdict"] == "not refuted (ceiling 2.90)" and row4["black_box_lb"] == pytest.approx(0.4)
+    gp = board[(board["method"] == "gaussian_penultimate") & (board["epsilon"] == 1)].iloc[0]
+    assert gp["verdict"] == "not audited"  # its audit was at another delta: another claim
+    ref = board[board["method"] == "nonprivate"].iloc[0]
+    assert ref["verdict"] == "no claim (reference)" and ref["white_box_lb"] == pytest.approx(3.08)
     shown = display_table(board)
-    assert "0.40 (largest of 2 audits)" in set(shown["audited_epsilon_lb"])
-    assert board[board["method"] == "gaussian_penultimate"]["audited_epsilon_lb"].isna().all()
+    cell = shown[(shown["method"] == "dirichlet_softmax") & (shown["epsilon"] == "1")]["white-box epsilon_lb"].iloc[0]
+    assert cell.startswith("3.20 (largest of 3: ")
+    table = audit_table(audits.assign(preset="cpu", q=0.01, T=100, seed="0", train_examples=["0"] * 6 + ["5000"]))
+    assert len(table) == 7 and set(table["verdict"]) == {"refuted", "not refuted", "no claim"}
+    assert table.iloc[-1]["train examples"] == "5000"
 
 
 def test_bench_report_writes_files(store, tmp_path, capsys):

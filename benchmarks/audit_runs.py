@@ -13,16 +13,22 @@ since (epsilon, delta)-DP makes P[guess with | with] <= e^epsilon P[guess with |
 of the released output. The threshold is chosen on runs the bound does not use, so the bound is one test.
 
 Each run is independent of the others, so the runs go through the sweep's executors (local, ray, submitit) and
-only the audit itself is one MLflow run, holding the counts and the bound.
+only the audit itself is one MLflow run, holding the counts and the bound. Each finished run's score is appended to
+a journal (``$XDG_CACHE_HOME/inputdp/audit-runs/KEY.jsonl``) as it comes in, so an audit stopped part-way and
+started again with the same arguments runs only what is missing; the journal is removed once the audit is logged.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
+import json
 import math
+import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -183,6 +189,27 @@ def _lost(config: RunConfig, error: str, *, included: dict[int, bool]) -> RunSco
     return RunScore(config.seed, bool(included[config.seed]), math.nan, math.nan, 0.0, error)
 
 
+# --- the journal ---------------------------------------------------------------------------------------------
+def journal_path(config: RunConfig, spec: CanarySpec, runs: int) -> Path:
+    key = hashlib.sha256(json.dumps([config.key(), dataclasses.asdict(spec), runs]).encode()).hexdigest()[:16]
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "inputdp" / "audit-runs" / f"{key}.jsonl"
+
+
+def read_journal(path: Path) -> dict[int, RunScore]:
+    """The runs a stopped audit finished (a line cut short by the stop is skipped)."""
+    done: dict[int, RunScore] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                r = RunScore(**json.loads(line))
+            except (ValueError, TypeError):
+                continue
+            if not r.error:
+                done[r.seed] = r
+    return done
+
+
 # --- the audit -----------------------------------------------------------------------------------------------
 @dataclass
 class MultiRunResult:
@@ -215,7 +242,8 @@ class MultiRunResult:
                 "test_half": {"tp": c.tp, "fn": c.fn, "fp": c.fp, "tn": c.tn},
                 "epsilon_lb": self.epsilon_lb, "epsilon_lb_ceiling": self.ceiling,
                 "selection_half_bound": self.selection_bound, "wall_s": self.wall_s,
-                "median_test_accuracy": self.median_test_accuracy, "run_id": self.run_id}
+                "median_test_accuracy": self.median_test_accuracy, "run_id": self.run_id,
+                "per_run": [[r.seed, r.included, r.score] for r in self.scores]}
 
 
 def check_runs(runs: int) -> None:
@@ -238,16 +266,25 @@ def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: st
     data = _cached_data(config.dataset, config.data_dir, config.train_examples, config.test_examples,
                         perf.resolve_device())
     make_canaries(canary_kind, data, 1, base_seed, pattern_scale=pattern_scale, reference=0)
+    journal = journal_path(config, spec, runs)
+    got = read_journal(journal)
+    earlier_s = sum(r.seconds for r in got.values())  # the run time a resumed audit spent before its stop
     configs = [dataclasses.replace(config, seed=base_seed + i) for i in range(runs)]
+    todo = [c for c in configs if c.seed not in got]
     worker_perf = dataclasses.replace(perf, progress=False)
     runner = get_executor(executor, **(executor_options or {}))
     run_one = functools.partial(score_one_run, spec=spec, included=which, perf=worker_perf)
     lost = functools.partial(_lost, included=which)
     t0 = time.perf_counter()
-    got: dict[int, RunScore] = {}
-    for r in runner.map(configs, run_one=run_one, lost=lost, perf=perf):
-        got[r.seed] = r
-    wall = time.perf_counter() - t0
+    if got and perf.progress:
+        print(f"resuming: {len(got)} of {runs} runs already done ({journal})", flush=True)
+    journal.parent.mkdir(parents=True, exist_ok=True)
+    with journal.open("a") as f:
+        for r in runner.map(todo, run_one=run_one, lost=lost, perf=perf):
+            got[r.seed] = r
+            f.write(json.dumps(dataclasses.asdict(r)) + "\n")
+            f.flush()
+    wall = time.perf_counter() - t0 + earlier_s
     ordered = [got[c.seed] for c in configs]
     ok = [r for r in ordered if not r.error and math.isfinite(r.score)]
     if len(ok) < 8:
@@ -266,6 +303,7 @@ def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: st
     if tracker is not None:
         _log(tracker, config, out)
         out.run_id = tracker.run_id
+    journal.unlink(missing_ok=True)
     return out
 
 

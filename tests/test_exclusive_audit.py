@@ -251,3 +251,33 @@ def test_multi_run_refusals(shared_data):
                           "--canary-kind", "exclusive_support", "--score", "loss,margin", "--data-dir",
                           str(shared_data), "--no-track"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "a multi-run audit is one test of one score" in out.stderr
+
+
+def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(shared_data, tmp_path, monkeypatch):
+    """The driver on a stand-in for training (the score says whether the canary was in): stopped after 5 runs by
+    Ctrl-C, started again, it runs the other 11 only; the journal is gone once the audit is done."""
+    from inputdp.benchmarks import audit_runs
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    calls: list[int] = []
+
+    def fake(config, *, spec, included, perf):
+        if len(calls) == 5 and not resumed:
+            raise KeyboardInterrupt
+        calls.append(config.seed)
+        return audit_runs.RunScore(config.seed, included[config.seed], float(included[config.seed]), 0.5, 0.01)
+
+    monkeypatch.setattr(audit_runs, "score_one_run", fake)
+    config = smoke_config("dirichlet_softmax", shared_data, epsilon=4.0, model="mlp")
+    resumed = False
+    with pytest.raises(KeyboardInterrupt):
+        multi_run_audit(config, runs=16, canary_kind="exclusive_support", score="exclusive_weight_change", perf=QUIET)
+    journal = audit_runs.journal_path(config, audit_runs.CanarySpec("exclusive_support", "exclusive_weight_change",
+                                                                    config.seed), 16)
+    assert len(journal.read_text().splitlines()) == 5
+    resumed, first = True, list(calls)
+    result = multi_run_audit(config, runs=16, canary_kind="exclusive_support", score="exclusive_weight_change",
+                             perf=QUIET)
+    assert len(calls) == 16 and set(calls[5:]).isdisjoint(first)
+    assert [r.seed for r in result.scores] == list(range(config.seed, config.seed + 16))
+    assert result.counts.tp == result.counts.tn == 4 and not journal.exists()

@@ -22,8 +22,8 @@ SWEEP = ["--methods", "dirichlet_softmax,gaussian_penultimate", "--dataset", "mn
          "--epsilons", "1,4", "--seeds", "0", "--no-progress"]  # 4 configurations on 2 workers
 
 
-def _bench(args, **kw) -> subprocess.Popen:
-    env = {**os.environ, "RAY_AUTH_MODE": "disabled"}
+def _bench(args, env_extra=None, **kw) -> subprocess.Popen:
+    env = {**os.environ, "RAY_AUTH_MODE": "disabled", **(env_extra or {})}
     return subprocess.Popen([sys.executable, "-m", "inputdp.benchmarks.cli", *args], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True, start_new_session=True, env=env, **kw)
 
@@ -113,3 +113,22 @@ def test_distributed_executors_refuse_a_sqlite_store(capsys):
     code = main(["run", *SWEEP, "--executor", "ray", "--tracking-uri", "sqlite:///x.db"])
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "bench server" in err
+
+
+def test_multi_run_audit_on_ray(shared_data, tmp_path):
+    """bench audit --runs through the Ray executor: every run comes back, and the scores keep their runs."""
+    import json
+
+    proc = _bench(["audit", "--runs", "8", "--method", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke",
+                   "--model", "mlp", "--steps", "120", "--canary-kind", "exclusive_support", "--epsilon", "4",
+                   "--data-dir", str(shared_data), "--no-track", "--json", "--executor", "ray", "--workers", "2"],
+                  cwd=tmp_path, env_extra={"XDG_CACHE_HOME": str(tmp_path / "cache")})
+    try:
+        out, err = proc.communicate(timeout=300)
+    finally:
+        _stop(proc)
+    assert proc.returncode == 0, err[-2000:]
+    result = json.loads(out.strip().splitlines()[-1])
+    per_run = result["per_run"]
+    assert sorted(seed for seed, _, _ in per_run) == list(range(8)) and result["failed"] == 0
+    assert all((score > 0) == included for _, included, score in per_run)

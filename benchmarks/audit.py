@@ -168,17 +168,15 @@ def resolve_scores(text: str, canary_kind: str, model: str) -> tuple[str, ...]:
     otherwise a comma-separated list, taken as given (``check_arguments`` refuses what does not fit)."""
     from .models import MODELS
 
+    if text not in ("auto", "all"):
+        return tuple(t.strip() for t in text.split(",") if t.strip())
+    if canary_kind != "exclusive_support":
+        return GENERAL_SCORES
     dense = MODELS.get(model).dense_input
-    if text == "auto":
-        return ("exclusive_weight_change",) if canary_kind == "exclusive_support" and dense else GENERAL_SCORES
-    if text == "all":
-        wanted = list(GENERAL_SCORES)
-        if canary_kind == "exclusive_support":
-            wanted.remove("reference_rank")
-            if dense:
-                wanted.append("exclusive_weight_change")
-        return tuple(wanted)
-    return tuple(t.strip() for t in text.split(",") if t.strip())
+    if text == "auto" and dense:
+        return ("exclusive_weight_change",)
+    general = tuple(s for s in GENERAL_SCORES if s != "reference_rank")  # no fresh canaries to rank against
+    return general + (("exclusive_weight_change",) if dense else ())
 
 
 def check_arguments(*, canary_kind: str, canaries: int, pattern_scale: float, scores: Sequence[str] | None = None,

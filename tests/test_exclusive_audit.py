@@ -129,6 +129,8 @@ def test_conv_models_are_refused_not_scored_zero(shared_data, small_mnist):
     assert resolve_scores("auto", "exclusive_support", "mlp") == ("exclusive_weight_change",)
     assert "exclusive_weight_change" not in resolve_scores("all", "exclusive_support", "small_cnn")
     assert "reference_rank" not in resolve_scores("all", "exclusive_support", "small_cnn")
+    assert resolve_scores("auto", "exclusive_support", "small_cnn") == (
+        "loss", "margin", "gradient_alignment", "relearn", "first_layer_projection")
 
 
 def test_cli_refuses_exclusive_score_on_a_conv_model_in_one_line(shared_data, tmp_path):

@@ -8,6 +8,11 @@ strongest of them may be reported.
 
 A lower bound only: above the claim means the claim does not hold for what was scored (here: the trained
 parameters); below it proves nothing. The ceiling is the largest bound the same m and k could ever show.
+
+``exclusive_support`` canaries with the ``exclusive_weight_change`` score are the test that decides for a model
+whose first layer is dense on the input: each canary is bright only where every training image is blank, so only
+it moves the first-layer weights of those coordinates, and the score's guesses are fixed before the run (one
+test). When one run cannot hold enough canaries, ``audit_runs`` trains many runs with and without one canary.
 """
 
 from __future__ import annotations

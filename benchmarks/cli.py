@@ -172,7 +172,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_aud.add_argument("--dataset", required=True)
     p_aud.add_argument("--epsilon", type=float, default=1.0)
     p_aud.add_argument("--preset", default="cpu")
-    p_aud.add_argument("--canaries", type=int, default=1000)
+    p_aud.add_argument("--canaries", type=int, help="one-run audit: how many canaries (default 1000)")
     p_aud.add_argument("--canary-kind", default="random_pattern",
                        help="mislabeled | random_pattern | blank_patch | exclusive_support")
     p_aud.add_argument("--pattern-scale", type=float, default=None,
@@ -186,7 +186,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_aud.add_argument("--train-examples", type=int, help="train on a fixed subset of this many examples")
     p_aud.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")
     p_aud.add_argument("--steps", type=int, help="override the preset's number of steps T")
-    p_aud.add_argument("--seed", type=int, default=0)
+    p_aud.add_argument("--seed", type=int, default=0, help="the run's seed (--runs N: seeds SEED .. SEED+N-1)")
     p_aud.add_argument("--epochs", type=int)
     p_aud.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE")
     p_aud.add_argument("--data-dir")
@@ -282,7 +282,11 @@ def cmd_audit(args: argparse.Namespace) -> int:
     check_feasible([config])
     scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
     if args.runs is not None:
+        if args.canaries is not None:
+            raise ConfigError(f"--canaries {args.canaries} is not allowed with --runs: each run of a multi-run audit "
+                              "holds one canary (or none)")
         return _multi_run_audit(args, config, scale)
+    args.canaries = 1000 if args.canaries is None else args.canaries
     scores = resolve_scores(args.score, args.canary_kind, config.model)
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
                     model=config.model)

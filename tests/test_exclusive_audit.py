@@ -253,6 +253,10 @@ def test_multi_run_refusals(shared_data):
                           "--canary-kind", "exclusive_support", "--score", "loss,margin", "--data-dir",
                           str(shared_data), "--no-track"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "a multi-run audit is one test of one score" in out.stderr
+    out = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "audit", "--runs", "8", "--canaries", "5",
+                          "--method", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke", "--model", "mlp",
+                          "--data-dir", str(shared_data), "--no-track"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--canaries 5 is not allowed with --runs" in out.stderr
 
 
 def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(shared_data, tmp_path, monkeypatch):

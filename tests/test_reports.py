@@ -118,3 +118,28 @@ def test_paper_figures_are_the_seed_texts():
     cifar = paper[(paper["dataset"] == "cifar10") & (paper["method"] == "dirichlet_softmax")
                   & (paper["metric"] == "test_accuracy")]
     assert sorted(cifar["value"]) == [0.8296, 0.8817]
+
+
+def test_report_from_real_audit_runs_shows_both_threat_models(shared_data, tmp_path):
+    """A real one-run audit and a real multi-run audit in a store with the training run they concern: tidy reads
+    their threat-model bounds, the leaderboard row gets the verdict, bench report writes the audit table."""
+    uri = f"sqlite:///{tmp_path / 'a.db'}"
+    common = ["--dataset", "mnist", "--preset", "smoke", "--data-dir", str(shared_data), "--tracking-uri", uri]
+    assert main(["run", "--methods", "dirichlet_softmax", "--epsilons", "4", "--model", "mlp", "--steps", "120",
+                 "--no-progress", *common]) == 0
+    assert main(["audit", "--method", "dirichlet_softmax", "--epsilon", "4", "--model", "mlp", "--steps", "120",
+                 "--canary-kind", "exclusive_support", "--canaries", "20", "--json", *common]) == 0
+    assert main(["audit", "--method", "dirichlet_softmax", "--epsilon", "4", "--model", "mlp", "--steps", "120",
+                 "--canary-kind", "exclusive_support", "--runs", "8", "--json", *common]) == 0
+    train, audits = tidy(load_runs(uri))
+    assert len(train) == 1 and len(audits) == 2
+    assert set(audits["audit_mode"]) == {"one_run", "multi_run"} and audits["lb_black_box"].isna().all()
+    one = audits[audits["audit_mode"] == "one_run"].iloc[0]
+    assert one["lb_white_box"] == pytest.approx(one["ceiling_white_box"]) and one["lb_white_box"] > 1.8
+    row = leaderboard(train, audits).iloc[0]
+    assert row["white_box_audits"] == 2 and row["verdict"] == f"not refuted (ceiling {row['white_box_ceiling']:.2f})"
+    out = tmp_path / "rep"
+    assert main(["report", "--tracking-uri", uri, "--out", str(out)]) == 0
+    md = (out / "leaderboard.md").read_text()
+    assert "## Privacy audits: both threat models" in md and "multi-run, 8 runs" in md
+    assert len(pd.read_csv(out / "audits.csv")) == 2

@@ -220,7 +220,8 @@ def test_multi_run_bound_is_sound_on_a_mechanism_of_known_epsilon():
 
 
 # --- the multi-run audit, end to end -------------------------------------------------------------------------
-def test_multi_run_audit_logs_one_mlflow_run_with_counts(shared_data, tmp_path):
+def test_multi_run_audit_logs_one_mlflow_run_with_counts(shared_data, tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a journal of its own
     uri = f"sqlite:///{tmp_path / 'runs.db'}"
     from inputdp.benchmarks.tracking import MLflowTracker
 

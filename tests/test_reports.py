@@ -120,9 +120,10 @@ def test_paper_figures_are_the_seed_texts():
     assert sorted(cifar["value"]) == [0.8296, 0.8817]
 
 
-def test_report_from_real_audit_runs_shows_both_threat_models(shared_data, tmp_path):
+def test_report_from_real_audit_runs_shows_both_threat_models(shared_data, tmp_path, monkeypatch):
     """A real one-run audit and a real multi-run audit in a store with the training run they concern: tidy reads
     their threat-model bounds, the leaderboard row gets the verdict, bench report writes the audit table."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the multi-run audit's journal
     uri = f"sqlite:///{tmp_path / 'a.db'}"
     common = ["--dataset", "mnist", "--preset", "smoke", "--data-dir", str(shared_data), "--tracking-uri", uri]
     assert main(["run", "--methods", "dirichlet_softmax", "--epsilons", "4", "--model", "mlp", "--steps", "120",

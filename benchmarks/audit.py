@@ -131,7 +131,9 @@ def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, 
         r = 2 * k
         lb = epsilon_lower_bound(r=r, v=v, m=m, delta=delta, beta=beta / n_tests)
         ceiling = epsilon_lower_bound(r=r, v=r, m=m, delta=delta, beta=beta / n_tests)
-        if lb > best.epsilon_lb or (best.k == 0):
+        # the largest bound; among equal ones (all 0, say) the k with the largest ceiling, so that the ceiling
+        # shown is the most this score could have shown
+        if (lb, ceiling) > (best.epsilon_lb, best.ceiling) or best.k == 0:
             best = ScoreOutcome(score, lb, ceiling, k, r, v)
     return best
 

@@ -227,3 +227,17 @@ def test_mechanism_of_leakage_one_step():
     assert dirichlet_diffs[0] > 0
     assert dirichlet_diffs[2] / dirichlet_diffs[0] == pytest.approx(100.0, rel=0.05)  # unbounded in t
     assert all(d <= 2.0 + 1e-4 for d in dpsgd_diffs)  # bounded by 2C whatever t
+
+
+def test_a_zero_bound_reports_the_largest_ceiling_of_its_family():
+    """When no k gives a bound, the outcome shown is the k whose ceiling is largest (the most the score could
+    have shown), not the first k tried."""
+    import numpy as np
+
+    from inputdp.benchmarks.audit import bound_for_scores
+
+    rng = np.random.default_rng(0)
+    included = rng.random(67) < 0.5
+    out = bound_for_scores(rng.random(67), included, delta=1e-5, beta=0.05, n_tests=35, score="loss")
+    ceilings = [epsilon_lower_bound(r=2 * k, v=2 * k, m=67, delta=1e-5, beta=0.05 / 35) for k in k_grid(67)]
+    assert out.epsilon_lb == 0.0 and out.k == 33 and out.ceiling == pytest.approx(max(ceilings)) and out.ceiling > 2

@@ -172,7 +172,7 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
             board.loc[i, f"{threat}_lb"] = lb
             board.loc[i, f"{threat}_ceiling"] = float(got[f"ceiling_{threat}"].astype(float).max())
             board.loc[i, f"{threat}_audits"] = len(got)
-            board.loc[i, f"{threat}_kinds"] = ", ".join(sorted(set(_audit_label(a) for a in got.itertuples())))
+            board.loc[i, f"{threat}_kinds"] = "; ".join(sorted(set(_audit_label(a) for a in got.itertuples())))
             ceiling = max(ceiling, float(got[f"ceiling_{threat}"].astype(float).max()))
             if lb > best_lb:
                 best_lb, best_threat = lb, threat

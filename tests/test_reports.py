@@ -68,7 +68,7 @@ def test_audits_join_their_claim_under_both_threat_models(store):
     row = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 1)].iloc[0]
     assert row["black_box_lb"] == pytest.approx(0.1) and row["black_box_audits"] == 1
     assert row["white_box_lb"] == pytest.approx(3.2) and row["white_box_audits"] == 3
-    assert row["white_box_kinds"] == "exclusive_support on mlp, exclusive_support on mlp, 400 runs, random_pattern on small_cnn"
+    assert row["white_box_kinds"] == "exclusive_support on mlp; exclusive_support on mlp, 400 runs; random_pattern on small_cnn"
     assert row["verdict"] == "claim refuted for the released model (white-box 3.20 > 1)"
     row4 = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 4)].iloc[0]
     assert row4["verdict"] == "not refuted (ceiling 2.90)" and row4["black_box_lb"] == pytest.approx(0.4)

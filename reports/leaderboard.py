@@ -141,10 +141,7 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
 
 
 def _same_claim(audits: pd.DataFrame, row) -> pd.DataFrame:
-    eps = float(row["epsilon"])
-    a_eps = audits["epsilon"].astype(float)
-    same_eps = (np.isinf(a_eps) & math.isinf(eps)) | np.isclose(a_eps, eps if math.isfinite(eps) else 0.0)
-    same_eps &= np.isinf(a_eps) == math.isinf(eps)
+    same_eps = np.isclose(audits["epsilon"].astype(float), float(row["epsilon"]))  # inf matches inf only
     return audits[(audits["dataset"] == row["dataset"]) & (audits["method"] == row["method"]) & same_eps
                   & np.isclose(audits["delta"].astype(float), float(row["delta"]))]
 

@@ -165,13 +165,20 @@ def _cached_data(dataset: str, data_dir: str | None, train_examples: int, test_e
                             test_examples=test_examples)
 
 
+@functools.lru_cache(maxsize=2)
+def _cached_canary(spec: CanarySpec, dataset: str, data_dir: str | None, train_examples: int, test_examples: int,
+                   device: str):
+    """The data and the audit's one canary, made once per process (every run of the audit uses the same)."""
+    data = _cached_data(dataset, data_dir, train_examples, test_examples, device)
+    return data, make_canaries(spec.kind, data, 1, spec.seed, pattern_scale=spec.pattern_scale, reference=0)
+
+
 def score_one_run(config: RunConfig, *, spec: CanarySpec, included: dict[int, bool], perf: PerfFlags) -> RunScore:
     """Train ``config`` (its seed names the run) with or without the canary and score the canary (the unit an
     executor ships; no MLflow run of its own)."""
     t0 = time.perf_counter()
-    data = _cached_data(config.dataset, config.data_dir, config.train_examples, config.test_examples,
-                        perf.resolve_device())
-    made = make_canaries(spec.kind, data, 1, spec.seed, pattern_scale=spec.pattern_scale, reference=0)
+    data, made = _cached_canary(spec, config.dataset, config.data_dir, config.train_examples, config.test_examples,
+                                perf.resolve_device())
     inc = bool(included[config.seed])
     made = dataclasses.replace(made, included=np.array([inc]))
     result = run(config, perf, data=with_canaries(made), keep_model=True)
@@ -263,9 +270,8 @@ def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: st
     which = {base_seed + i: bool(included[i]) for i in range(runs)}
     spec = CanarySpec(canary_kind, score, base_seed, pattern_scale)
     # check the canary fits the data here, once, before any run starts (a worker would fail each run alike)
-    data = _cached_data(config.dataset, config.data_dir, config.train_examples, config.test_examples,
-                        perf.resolve_device())
-    make_canaries(canary_kind, data, 1, base_seed, pattern_scale=pattern_scale, reference=0)
+    _cached_canary(spec, config.dataset, config.data_dir, config.train_examples, config.test_examples,
+                   perf.resolve_device())
     journal = journal_path(config, spec, runs)
     got = read_journal(journal)
     earlier_s = sum(r.seconds for r in got.values())  # the run time a resumed audit spent before its stop

@@ -2,17 +2,26 @@
 
 The data-dependent RDP total depends on the teachers' votes, so it is released only with noise scaled to a
 beta-smooth upper bound on its local sensitivity (Nissim, Raskhodnikova & Smith 2007), as the paper's
-Appendix B does. The bound here is conservative and simple rather than the paper's exact Algorithms 3-5:
+Appendix B does. One teacher moves at most one vote of each query's histogram, so the total's local sensitivity at
+distance d is at most the sum of the queries' own, and SS = max_d exp(-beta d) * LS_d. Per answered query, three
+bounds on the GNMax cost's local sensitivity at distance d (the smallest that applies is taken):
 
-- a neighbouring teacher set moves one vote of each query's histogram, so every gap n_top - n_i changes by
-  at most 2, and within distance d by at most 2d; q~ (a union bound of erfc terms) is monotone in each gap, so
-  at distance d every histogram and its neighbours have q~ in [q~(gaps + 2(d+1)), q~(gaps - 2(d+1))] (the
-  cap 1 - 1/k once a gap can reach 0, where the top class may change);
-- the local sensitivity of one query's cost beta(q~) there is at most the spread of beta over that interval,
-  bounded with monotone envelopes of beta on a fine grid of log q~ (no shape assumption on beta);
-- the threshold check's cost depends on the top vote only, which moves by at most d (d + 1 for neighbours);
-- a sum's local sensitivity is at most the sum of its terms' (each query changes by one move), and
-  SS = max_d exp(-beta_s d) * LS_d.
+- ``simple``: every gap n_top - n_i moves by at most 2 per move and q~ (a union bound of erfc terms) is monotone in
+  each gap, so within d + 1 moves q~ lies in [q~(gaps + 2(d+1)), q~(gaps - 2(d+1))] (capped at 1 - 1/k once a gap
+  can reach 0), and the cost's spread over that interval bounds the change (monotone envelopes on a fine grid);
+- ``windowed``: where the top class cannot change within d + 1 moves, one more move shifts log q~ by at most the
+  extreme one-move ratios of the union bound's Gaussian tails, and the bound is the largest spread of the cost over
+  such a window;
+- ``paper``: the paper's Algorithms 3-5 (:class:`GNMaxSensitivity`). One move changes q~ by at most the maps
+  q -> bu(q), bl(q) (equal gaps over k - 1 classes are the worst case); where the cost beta(q) is non-decreasing
+  below q0 (the point above which it is the data-independent lambda / sigma^2; condition C5) and
+  beta(bu(q)) - beta(q) is non-decreasing below bl(q0) (C6), the local sensitivity at q is
+  max(beta(bu(q)) - beta(q), beta(q) - beta(bl(q))), largest on [bl(q0), q0], and the histogram within d moves
+  nearest that plateau is found by moving votes between the two top classes. The conditions depend on (sigma,
+  lambda, k) only; they are checked numerically before use, and where they fail the windowed bound is used.
+
+The threshold check's cost depends on the top vote only, which one move changes by at most 1: its bound at
+distance d is the largest one-step change of the cost within d of the top vote.
 """
 
 from __future__ import annotations
@@ -21,7 +30,7 @@ import math
 from dataclasses import dataclass
 
 import numpy as np
-from scipy import special
+from scipy import optimize, special
 
 from . import analysis
 
@@ -92,14 +101,142 @@ def _log_tail(x: np.ndarray | float, sigma: float):
     return special.log_ndtr(-np.asarray(x, dtype=np.float64) / (math.sqrt(2.0) * sigma))
 
 
+_SQRT2 = math.sqrt(2.0)
+#: the local-sensitivity bounds of one answered query's GNMax cost, loosest first (:func:`local_sensitivities`)
+BOUNDS = ("simple", "windowed", "paper")
+
+
+@dataclass(frozen=True)
+class GNMaxSensitivity:
+    """The paper's local sensitivity of one GNMax answer's data-dependent cost (Algorithms 3-5, Appendix B), for
+    noise ``sigma``, order ``order`` and ``classes`` classes.
+
+    beta(q) is the cost at union bound q (:func:`analysis.rdp_data_dependent`); q0 the largest q below which it is
+    under the data-independent lambda / sigma^2; bu, bl the largest and smallest q~ one move can reach from any
+    histogram whose union bound is q: with q / (k - 1) = Q(z), Q the standard normal tail, a move shifts every
+    term's argument by at most sqrt(2) / sigma, and equal gaps are the worst case, so
+    bu(q) = (k - 1) Q(z - sqrt(2)/sigma) (at most 1) and bl(q) = (k - 1) Q(z + sqrt(2)/sigma); q1 = bl(q0).
+    ``holds`` says whether C5, C6 and the shape this argument needs were verified (:meth:`prepare`).
+    """
+
+    sigma: float
+    order: float
+    classes: int
+    log_q0: float
+    log_q1: float
+    plateau: float
+    holds: bool
+    reason: str
+
+    def beta(self, logq: float) -> float:
+        return float(analysis.rdp_data_dependent(logq, self.sigma, np.array([self.order]))[0])
+
+    def _log_move(self, logq: float, sign: float) -> float:
+        log_k1 = math.log(self.classes - 1)
+        z = -float(special.ndtri_exp(min(logq - log_k1, 0.0)))
+        return min(log_k1 + float(special.log_ndtr(-(z + sign * _SQRT2 / self.sigma))), 0.0)
+
+    def log_bu(self, logq: float) -> float:
+        return self._log_move(logq, -1.0)
+
+    def log_bl(self, logq: float) -> float:
+        return self._log_move(logq, +1.0)
+
+    def at(self, logq: float) -> float:
+        """Algorithm 3: a bound on the largest change one move can make to the cost of a histogram whose union
+        bound is q (valid only where ``holds``)."""
+        if self.log_q1 <= logq <= self.log_q0:
+            logq = self.log_q1
+        b = self.beta(logq)
+        return max(self.beta(self.log_bu(logq)) - b, b - self.beta(self.log_bl(logq)), 0.0)
+
+    def by_distance(self, votes: np.ndarray, teachers: int) -> np.ndarray:
+        """Algorithms 4-5: for d = 0..teachers, a bound on the local sensitivity over every histogram within d
+        moves of ``votes`` (a running maximum, so "within", not "at exactly", d)."""
+        out = np.full(teachers + 1, self.plateau)
+        if self.log_q0 == -math.inf:  # constant cost
+            return out
+        v = sorted((float(x) for x in votes), reverse=True)
+        logq = analysis.log_q_gnmax(np.array(v), self.sigma)
+        if self.log_q1 <= logq <= self.log_q0:
+            return out
+        out[0] = self.at(logq)
+        d = 0
+        left = logq > self.log_q0  # above the plateau: widen the lead; below it: narrow it
+        while d < teachers and ((left and logq > self.log_q0 and v[1] > 0)
+                                or (not left and logq < self.log_q1 and v[0] - v[1] >= 2)):
+            d += 1
+            if left:
+                v[0] += 1
+                v[1] -= 1
+                i = 1
+                while i < len(v) - 1 and v[i] < v[i + 1]:
+                    v[i], v[i + 1] = v[i + 1], v[i]
+                    i += 1
+            else:  # the runner-up never overtakes: a lead below 2 puts q~ above q0 (and the loop stops there)
+                v[0] -= 1
+                v[1] += 1
+            logq = analysis.log_q_gnmax(np.array(v), self.sigma)
+            out[d] = self.at(logq)
+        return np.maximum.accumulate(out)
+
+    @classmethod
+    def prepare(cls, sigma: float, order: float, classes: int, log_q_floor: float, points: int = 4000
+                ) -> GNMaxSensitivity:
+        """Find q0 and q1 and verify, on a grid of ``points`` values of log q from below ``log_q_floor`` (the
+        smallest union bound any histogram can have) up to the cap, what Algorithms 3-5 rest on:
+        the cost is the data-independent lambda / sigma^2 at and above q0 (one crossing); C5, beta non-decreasing
+        below q0; C6, beta(bu(q)) - beta(q) non-decreasing below q1. A numerical check, as the reference's (which
+        minimises a symbolic derivative) is; the brute-force tests compare the result with exhaustive search."""
+        indep = order / sigma**2
+        cap = math.log(1.0 - 1.0 / classes)
+        tol = 1e-12 * max(indep, 1e-300)
+
+        def unusable(reason: str) -> GNMaxSensitivity:
+            return cls(float(sigma), float(order), int(classes), math.nan, math.nan, math.nan, False, reason)
+
+        if classes < 2:
+            return unusable("fewer than two classes")
+        low = min(log_q_floor, cap) - 1.0
+        grid = np.linspace(low, cap, points)
+        probe = cls(float(sigma), float(order), int(classes), math.nan, math.nan, math.nan, False, "")
+        values = np.array([probe.beta(x) for x in grid])
+        under = values < indep - tol
+        if not under.any():  # the cost is lambda / sigma^2 for every histogram: no move changes it
+            return cls(float(sigma), float(order), int(classes), -math.inf, -math.inf, 0.0, True,
+                       "constant: the data-dependent bound never beats the data-independent one here")
+        last = int(np.flatnonzero(under).max())
+        if not under[: last + 1].all():
+            return unusable("the data-dependent bound crosses the data-independent one more than once")
+        if last + 1 < points:
+            log_q0 = float(optimize.brentq(lambda x: probe.beta(x) - indep + tol, grid[last], grid[last + 1],
+                                           xtol=1e-14, rtol=1e-14))
+            log_q0 = min(log_q0, float(grid[last + 1]))
+            while probe.beta(log_q0) >= indep - tol and log_q0 > grid[last]:  # stay on the data-dependent side
+                log_q0 = math.nextafter(log_q0, -math.inf)
+        else:
+            log_q0 = cap
+        if np.any(np.diff(values[: last + 1]) < -tol):
+            return unusable("C5 fails: the cost is not non-decreasing in q below q0")
+        log_q1 = probe.log_bl(log_q0)
+        below = grid[grid < log_q1]
+        jump = np.array([probe.beta(probe.log_bu(x)) - probe.beta(x) for x in below])
+        if np.any(np.diff(jump) < -tol):
+            return unusable("C6 fails: beta(bu(q)) - beta(q) is not non-decreasing in q below q1")
+        ready = cls(float(sigma), float(order), int(classes), log_q0, log_q1, math.nan, True, "verified")
+        return cls(float(sigma), float(order), int(classes), log_q0, log_q1, ready.at(log_q1), True, "verified")
+
+
 def local_sensitivities(votes: np.ndarray, answered: np.ndarray, *, sigma1: float | None, sigma2: float,
                         threshold: float | None, order: float, num_teachers: int, distance: int,
-                        check_votes: np.ndarray | None = None, tight: bool = True,
+                        check_votes: np.ndarray | None = None, bound: str = "paper",
                         _cache: dict | None = None) -> np.ndarray:
     """Per query, an upper bound on the largest change of its cost that one vote move can cause, over every
     histogram within ``distance`` moves of its own (LS at distance d; THEORY.md, "PATE").
 
-    Two bounds, the smaller taken (``tight``) or the first alone:
+    ``bound`` is one of BOUNDS. For an answered query's GNMax cost, "simple" takes the first bound below alone;
+    "windowed" the smaller of the first two; "paper" the smaller of the first and the paper's Algorithms 3-5
+    (:class:`GNMaxSensitivity`) where its conditions hold for (sigma2, order, classes), else "windowed"'s:
     - the spread of the cost over every q~ reachable within d + 1 moves (each gap moves by at most 2 per move);
     - where the top class cannot change within d + 1 moves (smallest gap > 2(d + 1)): for a histogram within d
       moves, log q~ lies in [log q~(gaps + 2d), log q~(gaps - 2d)], and one more move shifts log q~ by at most
@@ -129,7 +266,23 @@ def local_sensitivities(votes: np.ndarray, answered: np.ndarray, *, sigma1: floa
     loose = cache["envelope"].spread(_log_q_from_gaps(gaps + shift, sigma2, cap),
                                      _log_q_from_gaps(gaps - shift, sigma2, cap))
     out = np.where(answered, loose, 0.0)
-    if tight and answered.any():
+    if bound not in BOUNDS:
+        raise ValueError(f"bound={bound!r} is not allowed: choose one of {', '.join(BOUNDS)}")
+    paper = None
+    if bound == "paper" and answered.any():
+        if "paper" not in cache:
+            floor = float(_log_q_from_gaps(np.full((1, k - 1), float(teachers)), sigma2, cap)[0])
+            cache["paper"] = GNMaxSensitivity.prepare(sigma2, order, k, floor)
+        paper = cache["paper"]
+        if paper.holds:
+            if "paper_table" not in cache:
+                table = np.zeros((q, teachers + 1))
+                for i in np.flatnonzero(answered):
+                    table[i] = paper.by_distance(votes[i], teachers)
+                cache["paper_table"] = table
+            out = np.where(answered, np.minimum(out, cache["paper_table"][:, min(d, teachers)]), 0.0)
+    tight = bound != "simple"
+    if tight and answered.any() and not (paper is not None and paper.holds):
         if "fine" not in cache:
             lowest = float(_log_q_from_gaps(gaps[answered] + 2.0 * teachers, sigma2, cap).min())
             cache["fine"] = _FineCost(cost, max(lowest - 1.0, -120.0), math.log(cap), 0.002)
@@ -166,7 +319,7 @@ def local_sensitivities(votes: np.ndarray, answered: np.ndarray, *, sigma1: floa
 def smooth_sensitivity(votes: np.ndarray, answered: np.ndarray, *, sigma1: float | None, sigma2: float,
                        threshold: float | None, order: float, beta_smooth: float, num_teachers: int,
                        check_votes: np.ndarray | None = None, max_distance: int | None = None,
-                       tight: bool = True) -> float:
+                       bound: str = "paper") -> float:
     """beta-smooth upper bound on the local sensitivity of the total data-dependent RDP at ``order``:
     SS = max_d exp(-beta d) * LS_d, LS_d the sum over queries of :func:`local_sensitivities` (one teacher moves at
     most one vote in each query, so the total changes by at most the sum of the queries' changes).
@@ -187,7 +340,7 @@ def smooth_sensitivity(votes: np.ndarray, answered: np.ndarray, *, sigma1: float
             break
         ls = float(local_sensitivities(votes, answered, sigma1=sigma1, sigma2=sigma2, threshold=threshold,
                                        order=order, num_teachers=teachers, distance=d, check_votes=check_votes,
-                                       tight=tight, _cache=cache).sum())
+                                       bound=bound, _cache=cache).sum())
         best = max(best, weight * ls)
         d += 1
     return best

@@ -183,7 +183,7 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     tags = {
         names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
         names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_CONFIG_KEY: run_key(config, p.perf),
-        names.TAG_PRECISION: precision(p.perf),
+        names.TAG_PRECISION: precision(p.perf), names.TAG_VARIANT: p.method.variant(),
         names.TAG_SEED: str(config.seed), names.TAG_NORM: p.norm, **p.claim.as_tags(),
     }
     return params, tags

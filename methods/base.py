@@ -119,6 +119,9 @@ class Method(ABC):
     #: False where the step cannot run under ``torch.compile``; ``compile_refusal`` says why, in one line
     compilable: ClassVar[bool] = True
     compile_refusal: ClassVar[str] = ""
+    #: options that make a different recipe of the same method: a run whose value differs from the default is its
+    #: own leaderboard row ("pate [student=semi_supervised]"), not a seed of the default's
+    variant_options: ClassVar[tuple[str, ...]] = ()
     #: the autocast mode of the run (``--amp``), set by the harness before ``prepare``
     amp: str = "none"
 
@@ -181,6 +184,11 @@ class Method(ABC):
         self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup
     ) -> tuple[nn.Module, torch.optim.Optimizer]:
         return model, optimizer
+
+    def variant(self) -> str:
+        """The recipe, as "name=value" pairs of ``variant_options`` that differ from their defaults ("" if none)."""
+        return ",".join(f"{k}={self.options[k]}" for k in self.variant_options
+                        if self.options[k] != self.option_defaults[k])
 
     def describe(self) -> dict[str, Any]:
         """Extra facts about the prepared method, logged as run parameters (after ``prepare``)."""

@@ -51,8 +51,12 @@ def _col(df: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
     return df[name] if name in df.columns else pd.Series(default, index=df.index)
 
 
-def _method_label(method: pd.Series, precision: pd.Series) -> pd.Series:
-    """A run in another precision than float32 is its own row: "dirichlet_softmax [bf16]"."""
+def _method_label(method: pd.Series, precision: pd.Series, variant: pd.Series | None = None) -> pd.Series:
+    """A run in another precision than float32 is its own row: "dirichlet_softmax [bf16]"; so is a run of another
+    recipe (the method's variant options): "pate [student=semi_supervised]"."""
+    if variant is not None:
+        other = variant.notna() & (variant.astype(str) != "")
+        method = method.where(~other, method + " [" + variant.astype(str) + "]")
     other = precision.notna() & (precision != "float32")
     return method.where(~other, method + " [" + precision.astype(str) + "]")
 
@@ -67,7 +71,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "dataset": _col(runs, f"tags.{names.TAG_DATASET}"),
         "preset": _col(runs, f"tags.{names.TAG_PRESET}"),
         "model": _col(runs, f"params.{names.PARAM_MODEL}"),
-        "method": _method_label(_col(runs, f"tags.{names.TAG_METHOD}"), _col(runs, f"tags.{names.TAG_PRECISION}")),
+        "method": _method_label(_col(runs, f"tags.{names.TAG_METHOD}"), _col(runs, f"tags.{names.TAG_PRECISION}"),
+                                _col(runs, f"tags.{names.TAG_VARIANT}")),
         "epsilon": pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce"),
         "delta": pd.to_numeric(_col(runs, f"params.{names.PARAM_DELTA}"), errors="coerce"),
         "q": pd.to_numeric(_col(runs, f"params.{names.PARAM_SAMPLING_RATE}"), errors="coerce"),
@@ -80,6 +85,7 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "peak_memory_mb": _col(runs, f"metrics.{names.METRIC_PEAK_MEMORY}"),
         "epsilon_spent": _col(runs, f"metrics.{names.METRIC_FINAL_EPSILON_SPENT}").fillna(
             _col(runs, f"metrics.{names.METRIC_EPSILON_SPENT}")),
+        "epsilon_dd_sanitised": _col(runs, f"metrics.{names.METRIC_EPSILON_DD_SANITISED}"),
         "scope": _col(runs, f"tags.{names.TAG_PRIVACY_SCOPE}"),
         "protects": _col(runs, f"tags.{names.TAG_PRIVACY_PROTECTS}"),
         "needs_public_data": _col(runs, f"tags.{names.TAG_PRIVACY_NEEDS_PUBLIC_DATA}"),
@@ -123,6 +129,9 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
             "median_epoch_time_s": float(np.median(g["median_epoch_time_s"].astype(float))),
             "peak_memory_mb": float(g["peak_memory_mb"].astype(float).max()),
             "epsilon_spent": float(g["epsilon_spent"].astype(float).max()) if g["epsilon_spent"].notna().any() else math.inf,
+            # PATE: the sanitised data-dependent epsilon, a report beside the claim (largest over the seeds)
+            "epsilon_dd_sanitised": (float(g["epsilon_dd_sanitised"].astype(float).max())
+                                     if g["epsilon_dd_sanitised"].notna().any() else math.nan),
             "scope": g["scope"].iloc[0],
             "threat_model": _threat(g["protects"].iloc[0], g["needs_public_data"].iloc[0]),
             "match_key": g["match_key"].iloc[0],
@@ -220,7 +229,8 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
 
 
 COLUMNS = ["dataset", "preset", "model", "method", "epsilon", "delta", "q", "T", "seeds", "test_accuracy",
-           "median_epoch_time_s", "time_ratio_to_nonprivate", "peak_memory_mb", "epsilon_spent", "scope",
+           "median_epoch_time_s", "time_ratio_to_nonprivate", "peak_memory_mb", "epsilon_spent",
+           "sanitised data-dependent epsilon", "scope",
            "threat_model", "black-box epsilon_lb", "white-box epsilon_lb", "verdict"]
 
 
@@ -229,6 +239,7 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["test_accuracy"] = [f"{100 * m:.2f} ± {100 * s:.2f}" for m, s in zip(t["acc_mean"], t["acc_std"])]
     t["epsilon"] = ["∞ (none)" if not math.isfinite(e) else f"{e:g}" for e in t["epsilon"]]
     t["epsilon_spent"] = ["∞" if not math.isfinite(e) else f"{e:.3f}" for e in t["epsilon_spent"]]
+    t["sanitised data-dependent epsilon"] = ["" if pd.isna(e) else f"{e:.3f}" for e in t["epsilon_dd_sanitised"]]
     t["q"] = [f"{q:.5g}" for q in t["q"]]
     t["median_epoch_time_s"] = [f"{x:.2f}" for x in t["median_epoch_time_s"]]
     t["time_ratio_to_nonprivate"] = ["" if pd.isna(x) else f"{x:.2f}" for x in t["time_ratio_to_nonprivate"]]

@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from inputdp.methods.pate import analysis
 from inputdp.methods.pate.smooth_sensitivity import _renyi_gaussians as _renyi
@@ -304,3 +305,97 @@ def test_paper_conditions_are_checked_per_setting():
     flat = prepared(147.0, 18.0, 10, 250)
     assert flat.holds and flat.plateau == 0.0
     assert np.all(flat.by_distance(np.array([200, 50] + [0] * 8), 250) == 0.0)
+
+
+def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(shared_data, tmp_path, capsys):
+    """A real smoke sweep of PATE with the semi-supervised student and the research report, into a real sqlite
+    store: the report goes to standard error only; the store holds the sanitised data-dependent epsilon and no
+    unsanitised one; the leaderboard gives the recipe its own row, with the claim (data-independent) as its epsilon
+    and the sanitised figure in its own column."""
+    from inputdp.benchmarks.config import PerfFlags
+    from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
+    from inputdp.reports.leaderboard import display_table, leaderboard, load_runs, tidy
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    options = {"pate": {"student": "semi_supervised", "semi_epochs": 2, "research_report": True}}
+    configs = expand(methods=["pate"], dataset="mnist", preset="smoke", epsilons=[8.0], seeds=[0],
+                     overrides=Overrides(data_dir=str(shared_data), method_options=options))
+    run_sweep(configs, tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
+    err = capsys.readouterr().err
+    assert "pate research report" in err and "NOT private" in err and "classic conversion" in err
+    runs = load_runs(uri)
+    metrics = [c for c in runs.columns if c.startswith("metrics.")]
+    assert "metrics.epsilon_data_dependent_sanitised" in metrics and "metrics.student_pool_confident" in metrics
+    assert not any(w in c for c in metrics for w in ("smooth_sensitivity", "sigma_ss", "order", "unsanitised"))
+    assert runs["params.method_options.student"].iloc[0] == "semi_supervised"
+    train, audits = tidy(runs)
+    board = leaderboard(train, audits)
+    row = board.iloc[0]
+    assert row["method"] == "pate [student=semi_supervised]" and row["epsilon"] == 8.0
+    assert row["epsilon_dd_sanitised"] == pytest.approx(runs["metrics.epsilon_data_dependent_sanitised"].iloc[0])
+    shown = display_table(board).iloc[0]
+    assert shown["sanitised data-dependent epsilon"] == f"{row['epsilon_dd_sanitised']:.3f}"
+
+
+def test_augmentations_move_pixels_and_fill_with_blank():
+    from inputdp.methods.pate.student import cutout, shift
+
+    g = torch.Generator().manual_seed(0)
+    x = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).view(2, 1, 6, 6)
+    fill = torch.tensor([-7.0])
+    assert torch.equal(shift(x, g, 0, fill), x)
+    moved = shift(x, g, 2, fill)
+    assert moved.shape == x.shape
+    for i in range(2):  # each image is its own translate: the values kept keep their relative layout
+        kept = moved[i, 0] != -7.0
+        assert kept.sum() >= 16
+        ys, xs = torch.nonzero(kept, as_tuple=True)
+        dy = int(moved[i, 0, ys[0], xs[0]] - x[i, 0, 0, 0]) // 6
+        dx = int(moved[i, 0, ys[0], xs[0]] - x[i, 0, 0, 0]) % 6
+        assert torch.equal(moved[i, 0][kept], x[i, 0, ys - ys[0] + dy, xs - xs[0] + dx])
+    cut = cutout(x, g, 3, fill)
+    changed = cut != x
+    assert torch.all(cut[changed] == -7.0) and 1 <= int(changed[0].sum()) <= 9 and 1 <= int(changed[1].sum()) <= 9
+
+
+def test_semi_supervised_loss_uses_the_pool_only_above_the_threshold():
+    """With threshold 0 every pool input gets a pseudo-label; with a threshold no softmax reaches, none does (the
+    share returned is what passed). Weight 0 ignores the pool: the same result as training on the labels alone
+    with the same draws."""
+    from inputdp.methods.pate.student import train_semi_supervised
+
+    def setup():
+        torch.manual_seed(0)
+        model = nn.Sequential(nn.Flatten(), nn.Linear(36, 3))
+        return model, torch.optim.SGD(model.parameters(), lr=0.1)
+
+    x, y = torch.randn(6, 1, 6, 6), torch.tensor([0, 1, 2, 0, 1, 2])
+    pool = torch.randn(50, 1, 6, 6)
+    fill = torch.zeros(1)
+    for threshold, share in ((0.0, 1.0), (1.0 + 1e-9, 0.0)):
+        model, opt = setup()
+        _, kept = train_semi_supervised(model, opt, x, y, pool, epochs=1, generator=torch.Generator().manual_seed(1),
+                                        fill=fill, threshold=threshold, ratio=2, batch=4)
+        assert kept == share
+    results = []
+    for p in (pool, pool + 100.0):  # a different pool changes nothing when its loss has weight 0
+        model, opt = setup()
+        train_semi_supervised(model, opt, x, y, p, epochs=2, generator=torch.Generator().manual_seed(1), fill=fill,
+                              threshold=0.0, weight=0.0, ratio=2, batch=4)
+        results.append(model[1].weight.detach().clone())
+    assert torch.allclose(results[0], results[1])
+    model, opt = setup()
+    train_semi_supervised(model, opt, x, y, pool, epochs=2, generator=torch.Generator().manual_seed(1), fill=fill,
+                          threshold=0.0, weight=1.0, ratio=2, batch=4)
+    assert not torch.allclose(model[1].weight, results[0])
+
+
+def test_classic_conversion_is_the_textbook_formula_and_looser():
+    from inputdp.methods.accounting import rdp_to_epsilon, rdp_to_epsilon_classic
+
+    orders = analysis.ORDERS
+    rdp = 640 * analysis.rdp_threshold_data_independent(150.0, orders) + 283 * orders / 40.0**2
+    eps, lam = rdp_to_epsilon_classic(orders, rdp, 1e-5)
+    by_hand = min(r + math.log(1e5) / (o - 1) for o, r in zip(orders, rdp))
+    assert eps == pytest.approx(by_hand, rel=1e-12)
+    assert rdp_to_epsilon(orders, rdp, 1e-5)[0] < eps

@@ -10,6 +10,7 @@ from .rdp import (
     integer_orders,
     poisson_subsampled_rdp,
     rdp_to_epsilon,
+    rdp_to_epsilon_classic,
 )
 
 __all__ = [
@@ -22,4 +23,5 @@ __all__ = [
     "integer_orders",
     "poisson_subsampled_rdp",
     "rdp_to_epsilon",
+    "rdp_to_epsilon_classic",
 ]

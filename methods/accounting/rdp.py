@@ -118,6 +118,19 @@ def rdp_to_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[f
     return float(max(eps[i], 0.0)), float(orders[i])
 
 
+def rdp_to_epsilon_classic(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[float, float]:
+    """The classic conversion (Mironov 2017, Proposition 3): eps = rdp(lambda) + log(1/delta) / (lambda - 1),
+    minimised over the orders. Looser than :func:`rdp_to_epsilon`; only for comparing with papers and reference
+    code that use it (PATE 2018's); no claim of the suite goes through it."""
+    orders = np.asarray(orders, dtype=np.float64)
+    rdp = np.asarray(rdp, dtype=np.float64)
+    with np.errstate(invalid="ignore", over="ignore", divide="ignore"):
+        eps = rdp - math.log(delta) / (orders - 1.0)
+    eps = np.where(np.isfinite(rdp), eps, np.inf)
+    i = int(np.argmin(eps))
+    return float(max(eps[i], 0.0)), float(orders[i])
+
+
 def dirichlet_epsilon(
     *, r: float, alpha: float, q: float, steps: int, delta: float, max_order: int = MAX_ORDER
 ) -> tuple[float, float]:

@@ -31,16 +31,20 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inputdp.benchmarks import names
 from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
+from inputdp.datasets import blank_value
 
-from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon
+from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon, rdp_to_epsilon_classic
 from ..base import Calibration, FitContext, FitOutput, Method, PrivacyClaim
 from . import aggregators, analysis
 from .smooth_sensitivity import sanitise, smooth_sensitivity
+from .student import train_semi_supervised, train_supervised
 from .teachers import train_teachers
 
 AGGREGATORS = ("gnmax", "confident", "interactive")
+STUDENTS = ("supervised", "semi_supervised")
 PUBLIC_SPLIT_SEED = 4242
 
 
@@ -62,7 +66,14 @@ class PATE(Method):
         # the release of the data-dependent epsilon (GNSS), fixed before any vote is seen: its order ("auto": the
         # order at which the data-independent claim is tightest) and its noise multiplier
         "ss_order": "auto", "ss_sigma": 20.0,
+        # the student: "supervised" (the labelled answers only) or "semi_supervised" (also the unlabelled public
+        # pool, FixMatch-style: student.py), with its passes over the pool, confidence threshold, weight of the
+        # pool's loss and pool inputs per labelled one in a step
+        # print (never log) the unsanitised data-dependent epsilon under both conversions, to compare with papers
+        "research_report": False,
+        "student": "supervised", "semi_epochs": 15, "semi_threshold": 0.95, "semi_weight": 1.0, "semi_ratio": 7,
     }
+    variant_options = ("student",)
     #: the smoothness of the smooth sensitivity, as a multiple of 1/order (Theorem 23 needs it below 1/2)
     SS_BETA_TIMES_ORDER = 0.4
 
@@ -71,7 +82,14 @@ class PATE(Method):
         o = self.options
         if o["aggregator"] not in AGGREGATORS:
             raise ConfigError(f"aggregator={o['aggregator']!r} is not allowed: choose one of {', '.join(AGGREGATORS)}")
-        for k in ("teachers", "queries", "teacher_epochs", "student_epochs", "public_pool"):
+        if o["student"] not in STUDENTS:
+            raise ConfigError(f"student={o['student']!r} is not allowed: choose one of {', '.join(STUDENTS)}")
+        if not (isinstance(o["semi_threshold"], (int, float)) and 0 < o["semi_threshold"] <= 1):
+            raise ConfigError(f"semi_threshold={o['semi_threshold']!r} is not allowed: it must be in (0, 1]")
+        if not (isinstance(o["semi_weight"], (int, float)) and 0 <= o["semi_weight"] < math.inf):
+            raise ConfigError(f"semi_weight={o['semi_weight']!r} is not allowed: it must be a finite number >= 0")
+        for k in ("teachers", "queries", "teacher_epochs", "student_epochs", "public_pool", "semi_epochs",
+                  "semi_ratio"):
             if not (isinstance(o[k], int) and o[k] >= 1):
                 raise ConfigError(f"{k}={o[k]!r} is not allowed: it must be an integer >= 1")
         for k in ("sigma1", "sigma2", "ss_sigma"):
@@ -247,29 +265,54 @@ class PATE(Method):
                                 beta_smooth=beta, num_teachers=m, check_votes=check_seen)
         release = sanitise(float(data_dependent(np.array([lam]))[0]), ss, order=lam, beta=beta,
                            sigma_ss=float(o["ss_sigma"]), delta=spec.delta, rng=rng)
-        metrics["epsilon_data_dependent_sanitised"] = release.epsilon
+        metrics[names.METRIC_EPSILON_DD_SANITISED] = release.epsilon
+        if o["research_report"] is True:
+            self._print_research_report(data_dependent, q, int(paid.sum()), metrics, spec.delta)
         metrics["time_accounting_s"] = time.perf_counter() - t0
 
-        # the student on the answered queries
+        # the student on the answered queries (and, semi-supervised, on the unlabelled pool)
         t0 = time.perf_counter()
         sel = torch.from_numpy(have).to(device)
-        student = self._train_student(context, x_q[sel], torch.from_numpy(labels[have]).to(device), g)
+        x_l, y_l = x_q[sel], torch.from_numpy(labels[have]).to(device)
+        if o["student"] == "semi_supervised":
+            student = context.new_model()
+            fill = torch.tensor(blank_value(info), dtype=data.x_test.dtype)
+            student, kept = train_semi_supervised(
+                student, context.new_optimizer(student.parameters()), x_l, y_l, data.x_test[pool],
+                epochs=o["semi_epochs"], generator=g, fill=fill, threshold=float(o["semi_threshold"]),
+                weight=float(o["semi_weight"]), ratio=o["semi_ratio"])
+            metrics["student_pool_size"] = pool_n
+            metrics["student_pool_confident"] = kept
+        else:
+            student = self._train_student(context, x_l, y_l, g)
         metrics["time_student_s"] = time.perf_counter() - t0
         return FitOutput(student, x_eval, y_eval, steps=q, metrics=metrics)
 
+    def _print_research_report(self, data_dependent, queries: int, answered: int, metrics: dict[str, float],
+                               delta: float) -> None:
+        """To standard error, never to the store: the data-dependent epsilon before sanitisation (a function of the
+        private votes, so not itself private) under the suite's conversion and under the classic one the reference
+        code uses, eps = min over orders of rdp + log(1/delta) / (lambda - 1); the suite's (Balle et al. 2020) is
+        smaller by about log(lambda/(lambda-1)) + log(lambda)/(lambda-1) at the best order."""
+        import sys
+
+        orders = analysis.ORDERS
+        classic = rdp_to_epsilon_classic
+
+        def both(rdp: np.ndarray) -> str:
+            eps, lam = rdp_to_epsilon(orders, rdp, delta)
+            eps_c, lam_c = classic(orders, rdp, delta)
+            return f"{eps:.3f} (suite's conversion, order {lam:g}) / {eps_c:.3f} (classic conversion, order {lam_c:g})"
+
+        dd = data_dependent(orders)
+        di = data_independent_rdp(queries=queries, answers=answered, sigma1=self.sigma1, sigma2=self.sigma2)
+        claim = data_independent_rdp(queries=queries, answers=queries, sigma1=self.sigma1, sigma2=self.sigma2)
+        print("pate research report (functions of the private votes: NOT private, not logged; compare with papers "
+              f"only): answered {answered} of {queries}; data-dependent epsilon {both(dd)}; data-independent over "
+              f"the answered queries {both(di)}; claim (every query answered) {both(claim)}; sanitised "
+              f"data-dependent (logged) {metrics[names.METRIC_EPSILON_DD_SANITISED]:.3f}", file=sys.stderr)
+
     def _train_student(self, context: FitContext, x: torch.Tensor, y: torch.Tensor, g: torch.Generator) -> nn.Module:
         model = context.new_model()
-        optimizer = context.new_optimizer(model.parameters())
-        model.train()
-        n = x.shape[0]
-        if n == 0:
-            return model
-        batch = min(32, n)
-        for _ in range(self.options["student_epochs"]):
-            perm = torch.randperm(n, generator=g).to(x.device)
-            for s in range(0, n, batch):
-                idx = perm[s: s + batch]
-                optimizer.zero_grad(set_to_none=True)
-                F.cross_entropy(model(x[idx]), y[idx]).backward()
-                optimizer.step()
-        return model
+        return train_supervised(model, context.new_optimizer(model.parameters()), x, y,
+                                epochs=self.options["student_epochs"], generator=g)

@@ -1,0 +1,112 @@
+"""PATE's student: trained on the public inputs that received a noisy label, and (semi-supervised) on the rest of
+the public pool without labels.
+
+Everything the student sees is public (the pool's inputs) or already released (the aggregated labels), so both
+students are post-processing of the aggregator's output and cost no privacy.
+
+The semi-supervised student follows FixMatch (Sohn et al. 2020) in a small form: each step takes a batch of
+labelled examples (lightly augmented) and ``ratio`` times as many pool inputs; a pool input whose lightly augmented
+view the student already classifies with probability >= ``threshold`` gets that class as a pseudo-label, and the
+student is trained to give the same class to a strongly augmented view of it (a larger shift and a blanked
+square). The PATE paper's student is semi-supervised too (a GAN-based method, Salimans et al. 2016); this is a
+simpler standard one.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def shift(x: torch.Tensor, generator: torch.Generator, most: int, fill: torch.Tensor) -> torch.Tensor:
+    """Each image moved by a random whole number of pixels in [-most, most] along both axes; what comes into view
+    is ``fill`` (per channel: the data set's blank value)."""
+    n, c, h, w = x.shape
+    if n == 0 or most == 0:
+        return x
+    padded = fill.view(1, c, 1, 1).to(x.dtype).expand(n, c, h + 2 * most, w + 2 * most).clone()
+    padded[:, :, most: most + h, most: most + w] = x
+    dx = torch.randint(0, 2 * most + 1, (n,), generator=generator).to(x.device)
+    dy = torch.randint(0, 2 * most + 1, (n,), generator=generator).to(x.device)
+    rows = dy.view(n, 1) + torch.arange(h, device=x.device).view(1, h)
+    cols = dx.view(n, 1) + torch.arange(w, device=x.device).view(1, w)
+    idx = torch.arange(n, device=x.device).view(n, 1, 1)
+    out = padded.permute(0, 2, 3, 1)[idx, rows.view(n, h, 1), cols.view(n, 1, w)]
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
+def cutout(x: torch.Tensor, generator: torch.Generator, size: int, fill: torch.Tensor) -> torch.Tensor:
+    """A ``size`` x ``size`` square at a random place of each image (clipped at the borders) set to ``fill``."""
+    n, c, h, w = x.shape
+    if n == 0 or size == 0:
+        return x
+    cy = torch.randint(0, h, (n,), generator=generator).to(x.device).view(n, 1, 1)
+    cx = torch.randint(0, w, (n,), generator=generator).to(x.device).view(n, 1, 1)
+    ys = torch.arange(h, device=x.device).view(1, h, 1)
+    xs = torch.arange(w, device=x.device).view(1, 1, w)
+    half = size // 2
+    inside = ((ys - cy).abs() <= half) & ((xs - cx).abs() <= half)  # n, h, w
+    return torch.where(inside.unsqueeze(1), fill.view(1, c, 1, 1).to(x.dtype), x)
+
+
+def train_supervised(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, *,
+                     epochs: int, generator: torch.Generator, batch: int = 32) -> nn.Module:
+    """Plain cross-entropy on the labelled examples, ``epochs`` passes in random order."""
+    model.train()
+    n = x.shape[0]
+    if n == 0:
+        return model
+    batch = min(batch, n)
+    for _ in range(epochs):
+        perm = torch.randperm(n, generator=generator).to(x.device)
+        for s in range(0, n, batch):
+            idx = perm[s: s + batch]
+            optimizer.zero_grad(set_to_none=True)
+            F.cross_entropy(model(x[idx]), y[idx]).backward()
+            optimizer.step()
+    return model
+
+
+def train_semi_supervised(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
+                          pool: torch.Tensor, *, epochs: int, generator: torch.Generator, fill: torch.Tensor,
+                          threshold: float = 0.95, weight: float = 1.0, ratio: int = 7, batch: int = 32,
+                          on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> tuple[nn.Module, float]:
+    """FixMatch in a small form (module docstring). An epoch is one pass over ``pool``; returns the model and the
+    share of pool inputs that passed the confidence threshold in the last epoch."""
+    model.train()
+    n, n_pool = x.shape[0], pool.shape[0]
+    if n == 0:
+        return model, 0.0
+    h = x.shape[-1]
+    weak, strong, square = max(1, h // 14), max(2, h // 7), max(2, h // 3)
+    fill = fill.to(x.device)
+    lab_batch, pool_batch = min(batch, n), ratio * batch
+    steps = max(1, -(-n_pool // pool_batch))
+    kept = 0.0
+    for epoch in range(epochs):
+        pool_perm = torch.randperm(n_pool, generator=generator).to(x.device)
+        passed = 0
+        for s in range(steps):
+            li = torch.randint(0, n, (lab_batch,), generator=generator).to(x.device)
+            ui = pool_perm[s * pool_batch: (s + 1) * pool_batch]
+            xl = shift(x[li], generator, weak, fill)
+            xu = pool[ui]
+            with torch.no_grad():
+                probs = torch.softmax(model(shift(xu, generator, weak, fill)), 1)
+            confidence, pseudo = probs.max(1)
+            mask = (confidence >= threshold).float()
+            passed += int(mask.sum())
+            xs = cutout(shift(xu, generator, strong, fill), generator, square, fill)
+            logits = model(torch.cat([xl, xs]))
+            loss = F.cross_entropy(logits[: xl.shape[0]], y[li])
+            loss = loss + weight * (F.cross_entropy(logits[xl.shape[0]:], pseudo, reduction="none") * mask).mean()
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            optimizer.step()
+        kept = passed / max(n_pool, 1)
+        if on_epoch is not None:
+            on_epoch(epoch, {"student_pool_confident": kept})
+    return model, kept

@@ -71,7 +71,7 @@ class PATE(Method):
         # pool's loss and pool inputs per labelled one in a step
         # print (never log) the unsanitised data-dependent epsilon under both conversions, to compare with papers
         "research_report": False,
-        "student": "supervised", "semi_epochs": 15, "semi_threshold": 0.95, "semi_weight": 1.0, "semi_ratio": 7,
+        "student": "supervised", "semi_epochs": 40, "semi_threshold": 0.95, "semi_weight": 1.0, "semi_ratio": 7,
     }
     variant_options = ("student",)
     #: the smoothness of the smooth sensitivity, as a multiple of 1/order (Theorem 23 needs it below 1/2)

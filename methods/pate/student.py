@@ -8,12 +8,14 @@ The semi-supervised student follows FixMatch (Sohn et al. 2020) in a small form:
 labelled examples (lightly augmented) and ``ratio`` times as many pool inputs; a pool input whose lightly augmented
 view the student already classifies with probability >= ``threshold`` gets that class as a pseudo-label, and the
 student is trained to give the same class to a strongly augmented view of it (a larger shift and a blanked
-square). The PATE paper's student is semi-supervised too (a GAN-based method, Salimans et al. 2016); this is a
-simpler standard one.
+square). As in FixMatch, the learning rate decays as cos(7 pi t / 16T) over the T steps, and the student returned
+is an exponential moving average of the weights (decay ``ema``). The PATE paper's student is semi-supervised too
+(a GAN-based method, Salimans et al. 2016); this is a simpler standard one.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 
 import torch
@@ -73,7 +75,8 @@ def train_supervised(model: nn.Module, optimizer: torch.optim.Optimizer, x: torc
 def train_semi_supervised(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor,
                           pool: torch.Tensor, *, epochs: int, generator: torch.Generator, fill: torch.Tensor,
                           threshold: float = 0.95, weight: float = 1.0, ratio: int = 7, batch: int = 32,
-                          on_epoch: Callable[[int, dict[str, float]], None] | None = None) -> tuple[nn.Module, float]:
+                          ema: float = 0.99,
+                          on_epoch: Callable[[int, dict[str, float], nn.Module], None] | None = None) -> tuple[nn.Module, float]:
     """FixMatch in a small form (module docstring). An epoch is one pass over ``pool``; returns the model and the
     share of pool inputs that passed the confidence threshold in the last epoch."""
     model.train()
@@ -85,6 +88,10 @@ def train_semi_supervised(model: nn.Module, optimizer: torch.optim.Optimizer, x:
     fill = fill.to(x.device)
     lab_batch, pool_batch = min(batch, n), ratio * batch
     steps = max(1, -(-n_pool // pool_batch))
+    total = steps * epochs
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda t: math.cos(7 * math.pi * t / (16 * total)))
+    average = torch.optim.swa_utils.AveragedModel(
+        model, multi_avg_fn=torch.optim.swa_utils.get_ema_multi_avg_fn(ema), use_buffers=True)
     kept = 0.0
     for epoch in range(epochs):
         pool_perm = torch.randperm(n_pool, generator=generator).to(x.device)
@@ -106,7 +113,9 @@ def train_semi_supervised(model: nn.Module, optimizer: torch.optim.Optimizer, x:
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
+            schedule.step()
+            average.update_parameters(model)
         kept = passed / max(n_pool, 1)
         if on_epoch is not None:
-            on_epoch(epoch, {"student_pool_confident": kept})
-    return model, kept
+            on_epoch(epoch, {"student_pool_confident": kept}, average.module)
+    return average.module, kept

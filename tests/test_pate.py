@@ -399,3 +399,31 @@ def test_classic_conversion_is_the_textbook_formula_and_looser():
     by_hand = min(r + math.log(1e5) / (o - 1) for o, r in zip(orders, rdp))
     assert eps == pytest.approx(by_hand, rel=1e-12)
     assert rdp_to_epsilon(orders, rdp, 1e-5)[0] < eps
+
+
+def test_teacher_shift_augments_every_batch_and_is_validated(monkeypatch):
+    from inputdp.benchmarks.errors import ConfigError
+    from inputdp.methods.pate import student
+    from inputdp.methods.pate.method import PATE
+    from inputdp.methods.pate.teachers import train_teachers
+
+    calls = []
+    real = student.shift
+
+    def spy(x, generator, most, fill):
+        calls.append((tuple(x.shape), most, float(fill[0])))
+        return real(x, generator, most, fill)
+
+    monkeypatch.setattr(student, "shift", spy)
+    x, y = torch.randn(3, 8, 1, 12, 12), torch.randint(0, 4, (3, 8))
+    weights = []
+    for pixels in (0, 2):
+        torch.manual_seed(0)
+        ens = train_teachers(x, y, num_classes=4, width=2, epochs=2, batch_size=4, lr=0.1, momentum=0.0,
+                             generator=torch.Generator().manual_seed(0), shift_pixels=pixels, fill=torch.tensor([-1.0]))
+        weights.append(ens.conv1.weight.detach().clone())
+    assert calls == [((12, 1, 12, 12), 2, -1.0)] * 4  # 2 epochs x 2 batches, every teacher's images, blank fill
+    assert not torch.allclose(weights[0], weights[1])
+    for bad in (-1, 9, 1.5, True):
+        with pytest.raises(ConfigError, match="teacher_shift="):
+            PATE(teacher_shift=bad)

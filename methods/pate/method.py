@@ -62,6 +62,7 @@ class PATE(Method):
     option_defaults = {
         "teachers": 250, "aggregator": "confident", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
         "queries": 640, "calibrate": True, "teacher_epochs": 20, "teacher_width": 8, "teacher_lr": 0.05,
+        "teacher_shift": 0,  # augmentation: each teacher's images moved by up to this many pixels
         "student_epochs": 60, "public_pool": 9000, "student_threshold": 0.9, "seed": 0,
         # the release of the data-dependent epsilon (GNSS), fixed before any vote is seen: its order ("auto": the
         # order at which the data-independent claim is tightest) and its noise multiplier
@@ -73,7 +74,7 @@ class PATE(Method):
         "research_report": False,
         "student": "supervised", "semi_epochs": 40, "semi_threshold": 0.95, "semi_weight": 1.0, "semi_ratio": 7,
     }
-    variant_options = ("student",)
+    variant_options = ("student", "teacher_shift", "teacher_epochs", "teacher_width")
     #: the smoothness of the smooth sensitivity, as a multiple of 1/order (Theorem 23 needs it below 1/2)
     SS_BETA_TIMES_ORDER = 0.4
 
@@ -88,6 +89,9 @@ class PATE(Method):
             raise ConfigError(f"semi_threshold={o['semi_threshold']!r} is not allowed: it must be in (0, 1]")
         if not (isinstance(o["semi_weight"], (int, float)) and 0 <= o["semi_weight"] < math.inf):
             raise ConfigError(f"semi_weight={o['semi_weight']!r} is not allowed: it must be a finite number >= 0")
+        if not (isinstance(o["teacher_shift"], int) and not isinstance(o["teacher_shift"], bool)
+                and 0 <= o["teacher_shift"] <= 8):
+            raise ConfigError(f"teacher_shift={o['teacher_shift']!r} is not allowed: it must be an integer in [0, 8]")
         for k in ("teachers", "queries", "teacher_epochs", "student_epochs", "public_pool", "semi_epochs",
                   "semi_ratio"):
             if not (isinstance(o[k], int) and o[k] >= 1):
@@ -195,7 +199,8 @@ class PATE(Method):
         torch.manual_seed(context.seed)
         ensemble = train_teachers(x_parts, y_parts, num_classes=info.num_classes, width=o["teacher_width"],
                                   epochs=o["teacher_epochs"], batch_size=max(1, min(32, per // 4)),
-                                  lr=o["teacher_lr"], momentum=0.9, generator=g)
+                                  lr=o["teacher_lr"], momentum=0.9, generator=g, shift_pixels=o["teacher_shift"],
+                                  fill=torch.tensor(blank_value(info), dtype=data.x_train.dtype))
         metrics["time_teachers_s"] = time.perf_counter() - t0
         preds_eval = ensemble.predict(x_eval)
         metrics["teacher_count"] = m

@@ -52,8 +52,12 @@ class TeacherEnsemble(nn.Module):
 
 
 def train_teachers(x_parts: torch.Tensor, y_parts: torch.Tensor, *, num_classes: int, width: int, epochs: int,
-                   batch_size: int, lr: float, momentum: float, generator: torch.Generator) -> TeacherEnsemble:
-    """x_parts: (m, n, C, H, W), y_parts: (m, n). Each teacher takes plain SGD steps on its own mini-batches."""
+                   batch_size: int, lr: float, momentum: float, generator: torch.Generator, shift_pixels: int = 0,
+                   fill: torch.Tensor | None = None) -> TeacherEnsemble:
+    """x_parts: (m, n, C, H, W), y_parts: (m, n). Each teacher takes plain SGD steps on its own mini-batches, each
+    image moved by up to ``shift_pixels`` pixels at random (what comes into view is ``fill``, per channel)."""
+    from .student import shift
+
     m, n, c, size, _ = x_parts.shape
     ens = TeacherEnsemble(m, c, size, num_classes, width).to(x_parts.device)
     opt = torch.optim.SGD(ens.parameters(), lr=lr, momentum=momentum)
@@ -63,6 +67,10 @@ def train_teachers(x_parts: torch.Tensor, y_parts: torch.Tensor, *, num_classes:
         for start in range(0, n, batch_size):
             idx = perm[:, start: start + batch_size]  # (m, b)
             xb = x_parts[rows, idx].transpose(0, 1)  # (b, m, C, H, W)
+            if shift_pixels:
+                flat = xb.reshape(-1, *xb.shape[2:])
+                filler = torch.zeros(c) if fill is None else fill
+                xb = shift(flat, generator, shift_pixels, filler.to(flat.device)).view(xb.shape)
             yb = y_parts[rows, idx].T  # (b, m)
             opt.zero_grad(set_to_none=True)
             logits = ens(xb)

@@ -29,6 +29,7 @@ from .config import PerfFlags, RunConfig, precision, run_key
 from .errors import ConfigError
 from .memory import PeakMemory
 from .models import MODELS, build_model
+from .presets import view_of
 from .sampling import batch_generator, epoch_lengths, poisson_batches, random_crop_flip
 
 TRAIN_EVAL_EXAMPLES = 10000
@@ -170,6 +171,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
 
 def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     config = p.config
+    view, tried = view_of(config.preset, config.dataset, config.method)
     params: dict[str, Any] = dict(config.flat())
     params.update({f"noise.{k}": v for k, v in p.calibration.noise.items()})
     params.update({f"lr.{k}": v for k, v in p.lr_info.items()})
@@ -184,6 +186,7 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
         names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
         names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_CONFIG_KEY: run_key(config, p.perf),
         names.TAG_PRECISION: precision(p.perf), names.TAG_VARIANT: p.method.variant(),
+        names.TAG_VIEW: view, names.TAG_CONFIGS_TRIED: str(tried),
         names.TAG_SEED: str(config.seed), names.TAG_NORM: p.norm, **p.claim.as_tags(),
     }
     return params, tags
@@ -217,7 +220,7 @@ def run(
         raise
     callback.on_end(result.metrics, "FINISHED")
     if keep_model:
-        result.model = p.method.unwrap(result.model)
+        result.model = p.method.unwrap(p.method.released(result.model))
         result.initial_state = p.initial_state
     else:
         result.model = None
@@ -319,8 +322,9 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
                 sizes.append(int(idx.shape[0]))  # the shape is known on the host: no sync
             synchronize(p.device)
             epoch_time = time.perf_counter() - t0
-            test_acc, test_loss = evaluate(model, data.x_test, data.y_test, config.eval_batch_size)
-            train_acc, _ = evaluate(model, data.x_train[:eval_n], data.y_train[:eval_n], config.eval_batch_size)
+            shown = method.released(model)
+            test_acc, test_loss = evaluate(shown, data.x_test, data.y_test, config.eval_batch_size)
+            train_acc, _ = evaluate(shown, data.x_train[:eval_n], data.y_train[:eval_n], config.eval_batch_size)
             spent = method.epsilon_spent(steps_done)
             metrics = {
                 "loss": float(loss_sum) / losses if losses else float("nan"),

@@ -15,6 +15,14 @@ from typing import Any
 from .errors import ConfigError
 from .registry import Entry, Registry
 
+#: what a preset may set per method: run settings, and ``configs_tried``, how many configurations were tried to
+#: choose this one (tuning on private data is not free, Papernot & Steinke 2022; the leaderboard lists it)
+METHOD_SETTINGS = ("optimizer", "lr", "momentum", "sampling_rate", "steps", "model", "model_width", "norm",
+                   "augment", "lr_warmup_steps", "train_examples", "configs_tried")
+#: a preset's view: "matched" runs every method at one (q, T); "own_best" runs each at its own best recipe, at the
+#: same (epsilon, delta)
+VIEWS = ("matched", "own_best")
+
 
 @dataclass(frozen=True, kw_only=True)
 class DatasetSettings:
@@ -29,12 +37,17 @@ class DatasetSettings:
     train_examples: int = 0
     test_examples: int = 0
     lr_warmup_steps: int = 0
+    norm: str = "auto"
     #: method name -> option defaults for this preset (explicit options override them)
     method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
-    #: method name -> run settings that differ for that method (optimizer, lr, momentum; explicit flags win)
+    #: method name -> run settings that differ for that method (any of METHOD_SETTINGS; explicit flags win)
     method_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        for method, own in self.method_settings.items():
+            unknown = sorted(set(own) - set(METHOD_SETTINGS))
+            if unknown:
+                raise ValueError(f"method_settings[{method!r}] has {unknown[0]!r}: allowed are {', '.join(METHOD_SETTINGS)}")
         # A preset is a constant: the nested mappings are copied and frozen, so two data sets that were given
         # the same dict share no state, and nobody can change a preset after it is made.
         for name in ("method_options", "method_settings"):
@@ -49,8 +62,11 @@ def _frozen(nested: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str
 class Preset(Entry):
     per_dataset: Mapping[str, DatasetSettings]
     fallback: DatasetSettings | None = None
+    view: str = "matched"
 
     def __post_init__(self) -> None:
+        if self.view not in VIEWS:
+            raise ValueError(f"view={self.view!r}: choose one of {', '.join(VIEWS)}")
         object.__setattr__(self, "per_dataset", MappingProxyType(dict(self.per_dataset)))
 
     def settings(self, dataset: str) -> DatasetSettings:
@@ -65,6 +81,19 @@ class Preset(Entry):
 
 
 PRESETS: Registry[Preset] = Registry("preset")
+
+
+def view_of(preset: str, dataset: str, method: str) -> tuple[str, int]:
+    """(the preset's view, how many configurations were tried for this method there: 1 unless the preset says);
+    ("matched", 1) for a name that is not a registered preset."""
+    if preset not in PRESETS.names():
+        return "matched", 1
+    p = PRESETS.get(preset)
+    try:
+        own = p.settings(dataset).method_settings.get(method, {})
+    except ConfigError:
+        own = {}
+    return p.view, int(own.get("configs_tried", 1))
 
 _SMOKE = DatasetSettings(
     model="small_cnn", model_width=8, sampling_rate=0.05, steps=40, lr=0.05, momentum=0.9,

@@ -72,7 +72,12 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
     METHODS.get(method)
     DATASETS.get(dataset)
     s = PRESETS.get(preset).settings(dataset)
-    q = o.sampling_rate if o.sampling_rate is not None else s.sampling_rate
+    own = s.method_settings.get(method, {})
+
+    def pick(flag, name: str):  # an explicit flag, else the method's own setting in the preset, else the data set's
+        return flag if flag is not None else own.get(name, getattr(s, name))
+
+    q = pick(o.sampling_rate, "sampling_rate")
     if o.steps is not None:
         steps = o.steps
     elif o.epochs is not None:
@@ -80,22 +85,19 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
             raise ConfigError(f"epochs={o.epochs!r} is not allowed: epochs must be an integer >= 1")
         steps = o.epochs * steps_per_epoch(q) if 0 < q <= 1 else 0
     else:
-        steps = s.steps
+        steps = own.get("steps", s.steps)
     if not METHODS.get(method).load().private:
         epsilon = math.inf  # a reference that spends no budget runs once per seed at the same (q, T)
     privacy = PrivacySpec(epsilon=epsilon, delta=o.delta if o.delta is not None else s.delta,
                           sampling_rate=q, steps=steps)
     options = {**s.method_options.get(method, {}), **o.method_options.get(method, {})}
-    own = s.method_settings.get(method, {})
     return RunConfig(
-        method=method, dataset=dataset, model=o.model or s.model, privacy=privacy, method_options=options,
-        optimizer=o.optimizer or own.get("optimizer", "sgd"), lr=o.lr if o.lr is not None else own.get("lr", s.lr),
-        momentum=o.momentum if o.momentum is not None else own.get("momentum", s.momentum), seed=seed, preset=preset,
-        augment=s.augment, norm=o.norm or "auto",
-        model_width=o.model_width if o.model_width is not None else s.model_width,
-        train_examples=o.train_examples if o.train_examples is not None else s.train_examples,
-        test_examples=s.test_examples, data_dir=o.data_dir,
-        lr_warmup_steps=o.lr_warmup_steps if o.lr_warmup_steps is not None else s.lr_warmup_steps,
+        method=method, dataset=dataset, model=o.model or own.get("model", s.model), privacy=privacy,
+        method_options=options, optimizer=o.optimizer or own.get("optimizer", "sgd"), lr=pick(o.lr, "lr"),
+        momentum=pick(o.momentum, "momentum"), seed=seed, preset=preset, augment=own.get("augment", s.augment),
+        norm=o.norm or own.get("norm", s.norm), model_width=pick(o.model_width, "model_width"),
+        train_examples=pick(o.train_examples, "train_examples"), test_examples=s.test_examples, data_dir=o.data_dir,
+        lr_warmup_steps=pick(o.lr_warmup_steps, "lr_warmup_steps"),
     )
 
 

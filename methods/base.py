@@ -176,6 +176,11 @@ class Method(ABC):
         """The user's model inside whatever ``prepare`` wrapped it in (the default wraps nothing)."""
         return model
 
+    def released(self, model: nn.Module) -> nn.Module:
+        """The model the run evaluates and releases: the trained one itself by default (DP-SGD with ``ema``: the
+        average of its iterates, a post-processing of them)."""
+        return model
+
     def learning_rate(self, base_lr: float) -> tuple[float, dict[str, Any]]:
         """The rate the optimizer uses, and what to record about how it was chosen."""
         return base_lr, {"lr_rule": "fixed", "lr_effective": base_lr}

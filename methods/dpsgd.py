@@ -1,5 +1,15 @@
 """DP-SGD through Opacus: per-example clipping to C, Gaussian noise sigma*C, on the harness's Poisson batches.
 
+Recipe options (De et al. 2022; THEORY.md, "DP-SGD recipes"), none of which changes what is accounted:
+- ``augmult=K``: each example of a batch is seen as K randomly augmented copies (``augmult_kind``: a shift of up to
+  4 pixels for one-channel images, crop-and-flip for colour ones); their gradients are averaged into the example's
+  one gradient before it is clipped, so an example still contributes one vector of norm <= C;
+- ``ema=D``: the model evaluated and released is an exponential moving average of the iterates (decay D, with the
+  usual warm-up min(D, (1 + t)/(10 + t))): a post-processing of the private iterates;
+- ``weight_standardisation``: every convolution's weight is standardised per output channel (mean 0, variance 1)
+  in the forward pass (Qiao et al. 2019; with GroupNorm, as De et al. use it);
+- ``max_grad_norm``: the clipping norm C.
+
 The harness's batches are the ones clipped and noised: no Opacus data loader samples a second time, and
 the optimizer averages over the *expected* batch size q*n, as Poisson-sampled DP-SGD requires. sigma is the
 smallest noise that Opacus' accountant (RDP or PRV) puts within the matched (epsilon, delta, q, T), found by the
@@ -20,19 +30,79 @@ from .base import PrivacyClaim, TrainingSetup
 from .gaussian_accounting import SubsampledGaussianMethod
 
 GRAD_SAMPLE_MODES = ("auto", "hooks", "functorch", "ghost")
+AUGMULT_KINDS = ("auto", "shift", "crop_flip")
+
+
+class WSConv2d(nn.Conv2d):
+    """A convolution whose weight is standardised per output channel in the forward pass (weight standardisation,
+    Qiao et al. 2019). Opacus computes its per-example gradients with functorch (no hand-written sampler)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.weight
+        mean = w.mean(dim=(1, 2, 3), keepdim=True)
+        var = w.var(dim=(1, 2, 3), keepdim=True, unbiased=False)
+        return self._conv_forward(x, (w - mean) / torch.sqrt(var + 1e-5), self.bias)
+
+
+def standardise_weights(model: nn.Module) -> nn.Module:
+    """Every nn.Conv2d of ``model`` replaced, in place, by a :class:`WSConv2d` holding the same parameters."""
+    for name, child in list(model.named_children()):
+        if type(child) is nn.Conv2d:
+            ws = WSConv2d(child.in_channels, child.out_channels, child.kernel_size, stride=child.stride,
+                          padding=child.padding, dilation=child.dilation, groups=child.groups,
+                          bias=child.bias is not None, padding_mode=child.padding_mode)
+            ws.weight = child.weight
+            ws.bias = child.bias
+            setattr(model, name, ws)
+        else:
+            standardise_weights(child)
+    return model
+
+
+def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generator) -> torch.Tensor:
+    """(B, C, H, W) -> (B * K, C, H, W): K augmented copies of each image, an image's copies next to each other."""
+    from inputdp.benchmarks.sampling import random_crop_flip
+
+    rep = x.repeat_interleave(k, dim=0)
+    if kind == "auto":
+        kind = "crop_flip" if x.shape[1] == 3 else "shift"
+    if kind == "crop_flip":
+        return random_crop_flip(rep, generator)
+    from inputdp.methods.pate.student import shift
+
+    fill = x.amin(dim=(0, 2, 3)) if x.shape[0] else torch.zeros(x.shape[1], device=x.device)
+    return shift(rep, generator, 4, fill)
 
 
 class DPSGD(SubsampledGaussianMethod):
     name = "dpsgd"
-    option_defaults = {"max_grad_norm": 1.0, "accountant": "rdp", "grad_sample_mode": "auto"}
+    option_defaults = {"max_grad_norm": 1.0, "accountant": "rdp", "grad_sample_mode": "auto",
+                       "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False}
+    variant_options = ("augmult", "ema", "weight_standardisation", "max_grad_norm")
 
     def __init__(self, **options: Any):
         super().__init__(**options)
-        if self.options["grad_sample_mode"] not in GRAD_SAMPLE_MODES:
-            raise ConfigError(f"grad_sample_mode={self.options['grad_sample_mode']!r} is not allowed: choose one of "
+        o = self.options
+        if o["grad_sample_mode"] not in GRAD_SAMPLE_MODES:
+            raise ConfigError(f"grad_sample_mode={o['grad_sample_mode']!r} is not allowed: choose one of "
                               f"{', '.join(GRAD_SAMPLE_MODES)}")
+        if not (isinstance(o["augmult"], int) and not isinstance(o["augmult"], bool) and 0 <= o["augmult"] <= 64):
+            raise ConfigError(f"augmult={o['augmult']!r} is not allowed: give an integer in [0, 64] (0: off)")
+        if o["augmult_kind"] not in AUGMULT_KINDS:
+            raise ConfigError(f"augmult_kind={o['augmult_kind']!r} is not allowed: choose one of "
+                              f"{', '.join(AUGMULT_KINDS)}")
+        if not (isinstance(o["ema"], (int, float)) and not isinstance(o["ema"], bool) and 0 <= o["ema"] < 1):
+            raise ConfigError(f"ema={o['ema']!r} is not allowed: give a decay in [0, 1) (0: off)")
+        if not isinstance(o["weight_standardisation"], bool):
+            raise ConfigError(f"weight_standardisation={o['weight_standardisation']!r} is not allowed: true or false")
+        if o["augmult"] and o["grad_sample_mode"] == "ghost":
+            raise ConfigError("augmult is not allowed with grad_sample_mode=ghost: ghost clipping never forms the "
+                              "per-example gradients that augmult averages; use hooks or functorch")
         self.mode: str | None = None
         self._criterion = None
+        self._ema: nn.Module | None = None
+        self._ema_steps = 0
+        self._augmenter = torch.Generator()
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
@@ -44,19 +114,31 @@ class DPSGD(SubsampledGaussianMethod):
         )
 
     def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup):
+        import copy
+
         from opacus.grad_sample.utils import prepare_module
         from opacus.optimizers import get_optimizer_class
         from opacus.validators import ModuleValidator
 
         spec, cal = self._need_calibration()
+        o = self.options
         if not ModuleValidator.is_valid(model):  # BatchNorm -> GroupNorm: per-example gradients must exist
             model = ModuleValidator.fix(model)
             optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)
-        mode = self.options["grad_sample_mode"]
+        if o["weight_standardisation"]:
+            model = standardise_weights(model)  # the same parameter objects: the optimizer still holds them
+        mode = o["grad_sample_mode"]
         if mode == "auto":  # the model registry's measured fastest mode for this model
             mode = setup.grad_sample_mode
-            if mode == "ghost" and self.amp != "none":  # ghost norms would be taken in bf16 (see check_amp)
-                mode = "hooks"
+            if mode == "ghost" and (self.amp != "none" or o["augmult"] or o["weight_standardisation"]):
+                mode = "hooks"  # ghost norms would be taken in bf16 (see check_amp); augmult needs the gradients
+        # the augmentations' own stream, drawn from the run's seeded generator (same seed, same copies)
+        self._augmenter.manual_seed(int(torch.randint(0, 2**62, (1,))))
+        if o["ema"]:
+            self._ema = copy.deepcopy(model).eval()
+            for p in self._ema.parameters():
+                p.requires_grad_(False)
+            self._ema_steps = 0
         self.mode = mode
         kwargs: dict[str, Any] = {"batch_first": True, "loss_reduction": "mean"}
         if mode == "ghost":
@@ -82,6 +164,19 @@ class DPSGD(SubsampledGaussianMethod):
     def describe(self) -> dict[str, Any]:
         return {"grad_sample_mode": self.mode} if self.mode else {}
 
+    def released(self, model: nn.Module) -> nn.Module:
+        return self._ema if self._ema is not None else model
+
+    @torch.no_grad()
+    def _update_ema(self, model: nn.Module) -> None:
+        self._ema_steps += 1
+        decay = min(float(self.options["ema"]), (1 + self._ema_steps) / (10 + self._ema_steps))
+        live = self.unwrap(model)
+        for e, p in zip(self._ema.parameters(), live.parameters()):
+            e.lerp_(p, 1.0 - decay)
+        for e, b in zip(self._ema.buffers(), live.buffers()):
+            e.copy_(b)
+
     def train_step(self, model, optimizer, x, y):
         """An empty batch is still a step: the optimizer adds noise to a zero gradient, as the accountant assumes.
 
@@ -91,7 +186,12 @@ class DPSGD(SubsampledGaussianMethod):
         optimizer.zero_grad(set_to_none=True)
         if x.shape[0] == 0 and self.mode == "functorch":
             _noise_only_step(model, optimizer)
+            self._after_step(model)
             return None
+        k = int(self.options["augmult"])
+        if k and x.shape[0]:
+            x = augment_copies(x, k, self.options["augmult_kind"], self._augmenter)
+            y = y.repeat_interleave(k)
         with self.autocast(x):
             logits = model(x)
         if self._criterion is not None:
@@ -100,8 +200,15 @@ class DPSGD(SubsampledGaussianMethod):
             loss = F.cross_entropy(logits.float(), y)
         loss.backward()
         _per_example_gradients_in_float32(model)
+        if k and x.shape[0]:
+            _average_copies(model, k)
         optimizer.step()
+        self._after_step(model)
         return loss.detach() if x.shape[0] else None
+
+    def _after_step(self, model: nn.Module) -> None:
+        if self._ema is not None:
+            self._update_ema(model)
 
     speed_variants = tuple({"grad_sample_mode": m} for m in GRAD_SAMPLE_MODES if m != "auto")
     compilable = False
@@ -121,6 +228,15 @@ def _per_example_gradients_in_float32(model: nn.Module) -> None:
         gs = getattr(p, "grad_sample", None)
         if isinstance(gs, torch.Tensor) and gs.dtype != p.dtype:
             p.grad_sample = gs.to(p.dtype)
+
+
+def _average_copies(model: nn.Module, k: int) -> None:
+    """Per-example gradients of B * K augmented rows -> B rows, each the mean over its example's K copies (rows
+    k*i .. k*i + K - 1): what is then clipped is one vector per example."""
+    for p in model.parameters():
+        gs = getattr(p, "grad_sample", None)
+        if isinstance(gs, torch.Tensor):
+            p.grad_sample = gs.view(gs.shape[0] // k, k, *gs.shape[1:]).mean(dim=1)
 
 
 def _noise_only_step(model: nn.Module, optimizer) -> None:

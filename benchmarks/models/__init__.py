@@ -35,6 +35,10 @@ register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", def
 register_model(ModelInfo(name="mlp", target=_M + "mlp:MLP", default_width=512, grad_sample_mode="ghost",
                          dense_input=True,
                          summary="two 512-unit dense ReLU layers on the flattened input (Abadi et al. 2016's kind)"))
+register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", default_width=16,
+                         summary="Papernot et al. 2021's MNIST CNN with tanh (tempered sigmoid) activations, 26k parameters"))
+register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16,
+                         summary="the same CNN with ReLU: the activation comparison of Papernot et al. 2021"))
 register_model(ModelInfo(name="resnet18", target=_M + "resnets:ResNet18", default_width=64,
                          summary="ResNet-18 with the CIFAR stem (3x3 conv, no max-pool), 11M parameters"))
 register_model(ModelInfo(name="resnet9", target=_M + "resnets:ResNet9", default_width=64,

@@ -1,0 +1,160 @@
+"""DP-SGD's recipe options (augmentation multiplicity, EMA, weight standardisation, the clipping norm): each changes
+what it claims to change, checked against an independent computation, and none changes the privacy claim."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inputdp.benchmarks.config import PrivacySpec
+from inputdp.benchmarks.errors import ConfigError
+from inputdp.methods import dpsgd as dpsgd_module
+from inputdp.methods.base import TrainingSetup
+from inputdp.methods.dpsgd import DPSGD, WSConv2d, standardise_weights
+
+SPEC = PrivacySpec(epsilon=2.0, delta=1e-5, sampling_rate=0.01, steps=500)
+SETUP = TrainingSetup(spec=SPEC, train_size=400, num_classes=3, device="cpu")
+
+
+def _tiny(seed: int = 0) -> nn.Module:
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(2 * 6 * 6, 3))
+
+
+def _prepared(**options):
+    m = DPSGD(grad_sample_mode="hooks", **options)
+    m.calibrate(SPEC)
+    model = _tiny()
+    module, opt = m.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), SETUP)
+    return m, model, module, opt
+
+
+def test_recipe_options_do_not_change_the_privacy_claim():
+    base = DPSGD()
+    base.calibrate(SPEC)
+    for options in ({"augmult": 4}, {"ema": 0.999}, {"weight_standardisation": True},
+                    {"augmult": 8, "ema": 0.99, "weight_standardisation": True}):
+        m = DPSGD(**options)
+        m.calibrate(SPEC)
+        assert m.calibration.noise == base.calibration.noise and m.calibration.epsilon == base.calibration.epsilon
+        assert m.claim().as_tags() == base.claim().as_tags()
+        assert m.variant()  # a recipe of its own: its own leaderboard row
+    clipped = DPSGD(max_grad_norm=0.1)
+    clipped.calibrate(SPEC)
+    assert clipped.calibration.noise["noise_multiplier"] == base.calibration.noise["noise_multiplier"]
+    assert clipped.claim().parameters["max_grad_norm"] == 0.1
+
+
+def test_augmult_clips_the_mean_of_each_examples_copies(monkeypatch):
+    """With K = 3 copies (a known, deterministic 'augmentation' here), the per-example gradient Opacus clips is the
+    mean of that example's three copy gradients, computed independently with autograd."""
+    k = 3
+
+    def copies(x, kk, kind, generator):
+        rep = x.repeat_interleave(kk, dim=0)
+        return rep + torch.arange(kk, dtype=x.dtype).repeat(x.shape[0]).view(-1, 1, 1, 1) * 0.5
+
+    monkeypatch.setattr(dpsgd_module, "augment_copies", copies)
+    m, model, module, opt = _prepared(augmult=k)
+    reference = _tiny()
+    reference.load_state_dict(model.state_dict())
+    seen = {}
+    real_step = opt.step
+
+    def spy(*a, **kw):
+        seen["grad_sample"] = [p.grad_sample.clone() for p in module.parameters()]
+        return real_step(*a, **kw)
+
+    opt.step = spy
+    torch.manual_seed(1)
+    x, y = torch.randn(4, 1, 6, 6), torch.tensor([0, 1, 2, 1])
+    m.train_step(module, opt, x, y)
+    augmented = copies(x, k, "auto", None)
+    for i in range(4):
+        grads = []
+        for j in range(k):
+            reference.zero_grad()
+            F.cross_entropy(reference(augmented[i * k + j: i * k + j + 1]), y[i: i + 1]).backward()
+            grads.append([p.grad.clone() for p in reference.parameters()])
+        for pi, got in enumerate(seen["grad_sample"]):
+            assert got.shape[0] == 4
+            want = torch.stack([g[pi] for g in grads]).mean(0)
+            torch.testing.assert_close(got[i], want, rtol=1e-4, atol=1e-6)
+
+
+def test_augment_copies_are_shifts_or_crops_of_the_image():
+    g = torch.Generator().manual_seed(0)
+    x = torch.rand(5, 1, 12, 12)
+    out = dpsgd_module.augment_copies(x, 4, "auto", g)
+    assert out.shape == (20, 1, 12, 12)
+    assert not torch.equal(out[0], out[1]) or not torch.equal(out[1], out[2])  # the copies differ
+    colour = dpsgd_module.augment_copies(torch.rand(2, 3, 8, 8), 2, "auto", g)
+    assert colour.shape == (4, 3, 8, 8)
+
+
+def test_ema_releases_the_average_of_the_iterates():
+    """The released model is the warmed-up exponential average of the trained iterates, computed here from the
+    iterates themselves; the trained model itself is untouched."""
+    decay = 0.9
+    m, model, module, opt = _prepared(ema=decay)
+    iterates = [[p.detach().clone() for p in model.parameters()]]
+    torch.manual_seed(2)
+    for _ in range(6):
+        x, y = torch.randn(5, 1, 6, 6), torch.randint(0, 3, (5,))
+        m.train_step(module, opt, x, y)
+        iterates.append([p.detach().clone() for p in model.parameters()])
+    average = [t.clone() for t in iterates[0]]
+    for t, params in enumerate(iterates[1:], start=1):
+        d = min(decay, (1 + t) / (10 + t))
+        average = [d * a + (1 - d) * p for a, p in zip(average, params)]
+    released = m.released(module)
+    assert released is not module
+    for got, want, live in zip(released.parameters(), average, model.parameters()):
+        torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-6)
+        assert not torch.allclose(got, live)
+    plain = DPSGD()
+    assert plain.released(module) is module
+
+
+def test_weight_standardisation_standardises_and_keeps_per_example_gradients_exact():
+    torch.manual_seed(0)
+    model = standardise_weights(_tiny())
+    conv = model[0]
+    assert isinstance(conv, WSConv2d)
+    x = torch.randn(3, 1, 6, 6)
+    w = conv.weight
+    ws = (w - w.mean(dim=(1, 2, 3), keepdim=True)) / torch.sqrt(w.var(dim=(1, 2, 3), keepdim=True, unbiased=False)
+                                                                 + 1e-5)
+    torch.testing.assert_close(conv(x), F.conv2d(x, ws, conv.bias, padding=1))
+    # through Opacus (functorch for the new layer): each per-example gradient equals autograd on that example alone
+    m, model, module, opt = _prepared(weight_standardisation=True)
+    assert isinstance(model[0], WSConv2d)
+    seen = {}
+    real_step = opt.step
+
+    def spy(*a, **kw):
+        seen["grad_sample"] = [p.grad_sample.clone() for p in module.parameters()]
+        return real_step(*a, **kw)
+
+    opt.step = spy
+    reference = standardise_weights(_tiny())
+    reference.load_state_dict(model.state_dict())
+    x, y = torch.randn(3, 1, 6, 6), torch.tensor([2, 0, 1])
+    m.train_step(module, opt, x, y)
+    for i in range(3):
+        reference.zero_grad()
+        F.cross_entropy(reference(x[i: i + 1]), y[i: i + 1]).backward()
+        for got, p in zip(seen["grad_sample"], reference.parameters()):
+            torch.testing.assert_close(got[i], p.grad, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize(("options", "word"), [({"augmult": -1}, "augmult="), ({"augmult": 2.5}, "augmult="),
+                                               ({"ema": 1.0}, "ema="), ({"augmult_kind": "rotate"}, "augmult_kind="),
+                                               ({"weight_standardisation": "yes"}, "weight_standardisation="),
+                                               ({"augmult": 2, "grad_sample_mode": "ghost"}, "ghost")])
+def test_bad_recipe_options_are_refused_in_one_line(options, word):
+    with pytest.raises(ConfigError, match=word) as err:
+        DPSGD(**options)
+    assert "\n" not in str(err.value)

@@ -86,6 +86,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "epsilon_spent": _col(runs, f"metrics.{names.METRIC_FINAL_EPSILON_SPENT}").fillna(
             _col(runs, f"metrics.{names.METRIC_EPSILON_SPENT}")),
         "epsilon_dd_sanitised": _col(runs, f"metrics.{names.METRIC_EPSILON_DD_SANITISED}"),
+        "view": _col(runs, f"tags.{names.TAG_VIEW}", "matched").fillna("matched"),
+        "configs_tried": pd.to_numeric(_col(runs, f"tags.{names.TAG_CONFIGS_TRIED}"), errors="coerce"),
         "scope": _col(runs, f"tags.{names.TAG_PRIVACY_SCOPE}"),
         "protects": _col(runs, f"tags.{names.TAG_PRIVACY_PROTECTS}"),
         "needs_public_data": _col(runs, f"tags.{names.TAG_PRIVACY_NEEDS_PUBLIC_DATA}"),
@@ -125,6 +127,8 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
         row.update({
             "delta": g["delta"].iloc[0], "q": g["q"].iloc[0], "T": int(g["T"].iloc[0]),
             "seeds": int(g["seed"].nunique()),
+            "view": g["view"].iloc[0],
+            "configs_tried": (int(g["configs_tried"].max()) if g["configs_tried"].notna().any() else math.nan),
             "acc_mean": acc.mean(), "acc_std": acc.std(ddof=1) if len(acc) > 1 else 0.0,
             "median_epoch_time_s": float(np.median(g["median_epoch_time_s"].astype(float))),
             "peak_memory_mb": float(g["peak_memory_mb"].astype(float).max()),
@@ -228,7 +232,8 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-COLUMNS = ["dataset", "preset", "model", "method", "epsilon", "delta", "q", "T", "seeds", "test_accuracy",
+COLUMNS = ["dataset", "preset", "view", "model", "method", "epsilon", "delta", "q", "T", "seeds", "configs tried",
+           "test_accuracy",
            "median_epoch_time_s", "time_ratio_to_nonprivate", "peak_memory_mb", "epsilon_spent",
            "sanitised data-dependent epsilon", "scope",
            "threat_model", "black-box epsilon_lb", "white-box epsilon_lb", "verdict"]
@@ -239,6 +244,7 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["test_accuracy"] = [f"{100 * m:.2f} ± {100 * s:.2f}" for m, s in zip(t["acc_mean"], t["acc_std"])]
     t["epsilon"] = ["∞ (none)" if not math.isfinite(e) else f"{e:g}" for e in t["epsilon"]]
     t["epsilon_spent"] = ["∞" if not math.isfinite(e) else f"{e:.3f}" for e in t["epsilon_spent"]]
+    t["configs tried"] = ["" if pd.isna(n) else str(int(n)) for n in t["configs_tried"]]
     t["sanitised data-dependent epsilon"] = ["" if pd.isna(e) else f"{e:.3f}" for e in t["epsilon_dd_sanitised"]]
     t["q"] = [f"{q:.5g}" for q in t["q"]]
     t["median_epoch_time_s"] = [f"{x:.2f}" for x in t["median_epoch_time_s"]]
@@ -302,6 +308,14 @@ AUDIT_NOTE = (
     "the ceiling is the largest bound those audits could have shown.")
 
 
+VIEW_NOTE = (
+    "Two views: 'matched' rows run every method at one (q, T) of their preset; 'own_best' rows run each method at "
+    "its own best recipe (its own q, T, model and optimiser) at the same (epsilon, delta). 'configs tried' counts the "
+    "configurations tried to choose a row's recipe: choosing among them on the private data is itself not free "
+    "(Papernot & Steinke 2022), and no row's epsilon includes it. A published recipe counts as 1; its authors' own "
+    "search is not counted.")
+
+
 def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leaderboard", stamp: str = "",
                  audits: pd.DataFrame | None = None) -> ReportFiles:
     from .plots import accuracy_vs_epsilon, epoch_time_bars
@@ -327,6 +341,8 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     if stamp:
         lines += [stamp, ""]
     lines += [to_markdown(table) if not table.empty else "(no finished runs)", ""]
+    if not table.empty:
+        lines += [VIEW_NOTE, ""]
     if not audited.empty:
         lines += ["## Privacy audits: both threat models", "", AUDIT_NOTE, "", to_markdown(audited), ""]
     if not side.empty:

@@ -259,7 +259,10 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
 
 
 def paper_side_by_side(board: pd.DataFrame) -> pd.DataFrame:
-    """The paper's published figures next to the measured figure of the same data set, method and epsilon."""
+    """Published figures (the main paper's and the literature's, ``paper_results.csv``) next to the measured row of
+    the same data set, method and epsilon. Comparable means the same model and budget, run by the preset that
+    reproduces that recipe (the ``preset`` column: ``paper`` for the main paper's, ``best`` for the published
+    DP-SGD recipes it carries); otherwise the row says what differs."""
     paper = paper_results()
     rows = []
     for p in paper.itertuples():
@@ -267,17 +270,24 @@ def paper_side_by_side(board: pd.DataFrame) -> pd.DataFrame:
         measured = board[(board["dataset"] == p.dataset) & (board["method"] == p.method)]
         if eps is not None:
             measured = measured[np.isclose(measured["epsilon"].astype(float), eps)]
-        value, preset = "", ""
+        want = "" if pd.isna(getattr(p, "preset", np.nan)) else str(p.preset)
+        if want and (measured["preset"] == want).any():
+            measured = measured[measured["preset"] == want]
+        value, comparable = "", "no run"
         if not measured.empty:
             m = measured.iloc[0]
-            preset = m["preset"]
             value = (f"{100 * m['acc_mean']:.2f}%" if p.metric == "test_accuracy"
                      else f"{m['median_epoch_time_s']:.1f} s")
+            differs = []
+            if not want or m["preset"] != want:
+                differs.append(f"preset {m['preset']}")
+            if p.metric == "test_accuracy" and str(m["model"]) != str(p.model):
+                differs.append(f"model {m['model']} vs {p.model}")
+            comparable = "yes" if not differs else "not comparable (" + ", ".join(differs) + ")"
         published = f"{100 * p.value:.2f}%" if p.metric == "test_accuracy" else f"~{p.value:g} s"
-        comparable = "" if not value else ("yes" if preset == "paper" else f"not comparable (preset {preset})")
         rows.append({"dataset": p.dataset, "method": p.method, "epsilon": "" if eps is None else f"{eps:g}",
-                     "metric": p.metric, "paper": published, "source": p.source, "measured": value,
-                     "comparable": comparable or "no run"})
+                     "metric": p.metric, "model": p.model, "extra data": getattr(p, "extra_data", ""),
+                     "published": published, "source": p.source, "measured": value, "comparable": comparable})
     return pd.DataFrame(rows)
 
 
@@ -346,7 +356,7 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     if not audited.empty:
         lines += ["## Privacy audits: both threat models", "", AUDIT_NOTE, "", to_markdown(audited), ""]
     if not side.empty:
-        lines += ["## The paper side by side", "", to_markdown(side), ""]
+        lines += ["## Published results side by side", "", to_markdown(side), ""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     md.write_text("\n".join(lines) + "\n")
     html = out / "leaderboard.html"

@@ -39,6 +39,8 @@ register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", defaul
                          summary="Papernot et al. 2021's MNIST CNN with tanh (tempered sigmoid) activations, 26k parameters"))
 register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16,
                          summary="the same CNN with ReLU: the activation comparison of Papernot et al. 2021"))
+register_model(ModelInfo(name="wrn16_4", target=_M + "wrn:WRN16", default_width=4,
+                         summary="WRN-16-4 (pre-activation, GroupNorm), De et al. 2022's CIFAR-10 DP-SGD model, 2.7M"))
 register_model(ModelInfo(name="resnet18", target=_M + "resnets:ResNet18", default_width=64,
                          summary="ResNet-18 with the CIFAR stem (3x3 conv, no max-pool), 11M parameters"))
 register_model(ModelInfo(name="resnet9", target=_M + "resnets:ResNet9", default_width=64,

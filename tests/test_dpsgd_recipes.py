@@ -158,3 +158,21 @@ def test_bad_recipe_options_are_refused_in_one_line(options, word):
     with pytest.raises(ConfigError, match=word) as err:
         DPSGD(**options)
     assert "\n" not in str(err.value)
+
+
+def test_cifar_shaped_best_dpsgd_runs_a_few_steps_on_the_cpu():
+    """The best preset's CIFAR-10 DP-SGD recipe (WRN-16-4, GroupNorm + weight standardisation, augmentation
+    multiplicity 16, EMA) end to end through the harness for two steps, on synthetic data of CIFAR-10's shape; the
+    full run is GPU work."""
+    from inputdp.benchmarks.config import PerfFlags
+    from inputdp.benchmarks.harness import run
+    from inputdp.benchmarks.speed import synthetic_data
+    from inputdp.benchmarks.sweep import Overrides, build_config
+
+    config = build_config(method="dpsgd", dataset="cifar10", preset="best", epsilon=1.0, seed=0,
+                          overrides=Overrides(steps=2))
+    assert (config.model, dict(config.method_options)["augmult"]) == ("wrn16_4", 16)
+    result = run(config, PerfFlags(device="cpu", progress=False), data=synthetic_data("cifar10", 48, "cpu"),
+                 keep_model=True)
+    assert result.metrics["total_steps"] == 2 and 0.0 <= result.metrics["final_test_accuracy"] <= 1.0
+    assert isinstance(result.model.features[1].conv1, WSConv2d)  # weight-standardised, and the EMA copy released

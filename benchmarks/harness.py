@@ -29,7 +29,7 @@ from .config import PerfFlags, RunConfig, precision, run_key
 from .errors import ConfigError
 from .memory import PeakMemory
 from .models import MODELS, build_model
-from .presets import view_of
+from .presets import preset_options, view_of
 from .sampling import batch_generator, epoch_lengths, poisson_batches, random_crop_flip
 
 TRAIN_EVAL_EXAMPLES = 10000
@@ -172,6 +172,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
 def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     config = p.config
     view, tried = view_of(config.preset, config.dataset, config.method)
+    variant = p.method.variant(preset_options(config.preset, config.dataset, config.method))
     params: dict[str, Any] = dict(config.flat())
     params.update({f"noise.{k}": v for k, v in p.calibration.noise.items()})
     params.update({f"lr.{k}": v for k, v in p.lr_info.items()})
@@ -185,7 +186,7 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     tags = {
         names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
         names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_CONFIG_KEY: run_key(config, p.perf),
-        names.TAG_PRECISION: precision(p.perf), names.TAG_VARIANT: p.method.variant(),
+        names.TAG_PRECISION: precision(p.perf), names.TAG_VARIANT: variant,
         names.TAG_VIEW: view, names.TAG_CONFIGS_TRIED: str(tried),
         names.TAG_SEED: str(config.seed), names.TAG_NORM: p.norm, **p.claim.as_tags(),
     }

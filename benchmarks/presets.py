@@ -85,6 +85,17 @@ class Preset(Entry):
 PRESETS: Registry[Preset] = Registry("preset")
 
 
+def preset_options(preset: str, dataset: str, method: str) -> dict[str, Any]:
+    """The options a registered preset gives ``method`` on ``dataset`` ({} otherwise): what a run's recipe is
+    compared with to name its variant."""
+    if preset not in PRESETS.names():
+        return {}
+    try:
+        return dict(PRESETS.get(preset).settings(dataset).method_options.get(method, {}))
+    except ConfigError:
+        return {}
+
+
 def view_of(preset: str, dataset: str, method: str) -> tuple[str, int]:
     """(the preset's view, how many configurations were tried for this method there: 1 unless the preset says);
     ("matched", 1) for a name that is not a registered preset."""

@@ -190,10 +190,11 @@ class Method(ABC):
     ) -> tuple[nn.Module, torch.optim.Optimizer]:
         return model, optimizer
 
-    def variant(self) -> str:
-        """The recipe, as "name=value" pairs of ``variant_options`` that differ from their defaults ("" if none)."""
-        return ",".join(f"{k}={self.options[k]}" for k in self.variant_options
-                        if self.options[k] != self.option_defaults[k])
+    def variant(self, baseline: Mapping[str, Any] | None = None) -> str:
+        """The recipe, as "name=value" pairs of ``variant_options`` that differ from the baseline: the defaults,
+        updated by ``baseline`` (the run's preset's options for this method), "" if none."""
+        base = {**self.option_defaults, **(baseline or {})}
+        return ",".join(f"{k}={self.options[k]}" for k in self.variant_options if self.options[k] != base[k])
 
     def describe(self) -> dict[str, Any]:
         """Extra facts about the prepared method, logged as run parameters (after ``prepare``)."""

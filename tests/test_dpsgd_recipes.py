@@ -41,6 +41,9 @@ def test_recipe_options_do_not_change_the_privacy_claim():
         assert m.calibration.noise == base.calibration.noise and m.calibration.epsilon == base.calibration.epsilon
         assert m.claim().as_tags() == base.claim().as_tags()
         assert m.variant()  # a recipe of its own: its own leaderboard row
+    # the variant is named against the preset's own options: the best preset's C = 0.1 is no variant there
+    assert DPSGD(max_grad_norm=0.1).variant({"max_grad_norm": 0.1}) == ""
+    assert DPSGD(max_grad_norm=0.1).variant() == "max_grad_norm=0.1"
     clipped = DPSGD(max_grad_norm=0.1)
     clipped.calibrate(SPEC)
     assert clipped.calibration.noise["noise_multiplier"] == base.calibration.noise["noise_multiplier"]

@@ -94,7 +94,7 @@ def test_bench_report_writes_files(store, tmp_path, capsys):
     md = (out / "leaderboard.md").read_text()
     for m in METHODS:
         assert f"| {m} |" in md
-    assert "The paper side by side" in md and "not comparable (preset smoke)" in md
+    assert "Published results side by side" in md and "not comparable (preset smoke" in md
     csv = pd.read_csv(out / "leaderboard.csv")
     assert len(csv) == 5 and "time_ratio_to_nonprivate" in csv.columns
 

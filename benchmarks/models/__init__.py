@@ -35,9 +35,9 @@ register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", def
 register_model(ModelInfo(name="mlp", target=_M + "mlp:MLP", default_width=512, grad_sample_mode="ghost",
                          dense_input=True,
                          summary="two 512-unit dense ReLU layers on the flattened input (Abadi et al. 2016's kind)"))
-register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", default_width=16,
+register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", default_width=16, grad_sample_mode="ghost",
                          summary="Papernot et al. 2021's MNIST CNN with tanh (tempered sigmoid) activations, 26k parameters"))
-register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16,
+register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16, grad_sample_mode="ghost",
                          summary="the same CNN with ReLU: the activation comparison of Papernot et al. 2021"))
 register_model(ModelInfo(name="wrn16_4", target=_M + "wrn:WRN16", default_width=4,
                          summary="WRN-16-4 (pre-activation, GroupNorm), De et al. 2022's CIFAR-10 DP-SGD model, 2.7M"))

@@ -23,6 +23,19 @@ def _tiny(seed: int = 0) -> nn.Module:
     return nn.Sequential(nn.Conv2d(1, 2, 3, padding=1), nn.Tanh(), nn.Flatten(), nn.Linear(2 * 6 * 6, 3))
 
 
+def _record_grad_samples(module: nn.Module, opt) -> dict:
+    """Wrap the optimizer's step so that the per-example gradients it is about to clip are kept in the dict."""
+    seen: dict = {}
+    real_step = opt.step
+
+    def spy(*a, **kw):
+        seen["grad_sample"] = [p.grad_sample.clone() for p in module.parameters()]
+        return real_step(*a, **kw)
+
+    opt.step = spy
+    return seen
+
+
 def _prepared(**options):
     m = DPSGD(grad_sample_mode="hooks", **options)
     m.calibrate(SPEC)
@@ -63,14 +76,7 @@ def test_augmult_clips_the_mean_of_each_examples_copies(monkeypatch):
     m, model, module, opt = _prepared(augmult=k)
     reference = _tiny()
     reference.load_state_dict(model.state_dict())
-    seen = {}
-    real_step = opt.step
-
-    def spy(*a, **kw):
-        seen["grad_sample"] = [p.grad_sample.clone() for p in module.parameters()]
-        return real_step(*a, **kw)
-
-    opt.step = spy
+    seen = _record_grad_samples(module, opt)
     torch.manual_seed(1)
     x, y = torch.randn(4, 1, 6, 6), torch.tensor([0, 1, 2, 1])
     m.train_step(module, opt, x, y)
@@ -134,14 +140,7 @@ def test_weight_standardisation_standardises_and_keeps_per_example_gradients_exa
     # through Opacus (functorch for the new layer): each per-example gradient equals autograd on that example alone
     m, model, module, opt = _prepared(weight_standardisation=True)
     assert isinstance(model[0], WSConv2d)
-    seen = {}
-    real_step = opt.step
-
-    def spy(*a, **kw):
-        seen["grad_sample"] = [p.grad_sample.clone() for p in module.parameters()]
-        return real_step(*a, **kw)
-
-    opt.step = spy
+    seen = _record_grad_samples(module, opt)
     reference = standardise_weights(_tiny())
     reference.load_state_dict(model.state_dict())
     x, y = torch.randn(3, 1, 6, 6), torch.tensor([2, 0, 1])

@@ -2,8 +2,9 @@
 
 Recipe options (De et al. 2022; THEORY.md, "DP-SGD recipes"), none of which changes what is accounted:
 - ``augmult=K``: each example of a batch is seen as K randomly augmented copies (``augmult_kind``: a shift of up to
-  4 pixels for one-channel images, crop-and-flip for colour ones); their gradients are averaged into the example's
-  one gradient before it is clipped, so an example still contributes one vector of norm <= C;
+  4 pixels filled with the image's own darkest value for one-channel images, crop-and-flip for colour ones); their
+  gradients are averaged into the example's one gradient before it is clipped, so an example still contributes
+  one vector of norm <= C (nothing of one example's copies depends on another example);
 - ``ema=D``: the model evaluated and released is an exponential moving average of the iterates (decay D, with the
   usual warm-up min(D, (1 + t)/(10 + t))): a post-processing of the private iterates;
 - ``weight_standardisation``: every convolution's weight is standardised per output channel (mean 0, variance 1)
@@ -70,8 +71,9 @@ def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generato
         return random_crop_flip(rep, generator)
     from inputdp.methods.pate.student import shift
 
-    fill = x.amin(dim=(0, 2, 3)) if x.shape[0] else torch.zeros(x.shape[1], device=x.device)
-    return shift(rep, generator, 4, fill)
+    # each copy's own darkest value per channel fills what comes into view: a fill taken over the batch would make
+    # one example's gradient depend on another's pixels, and the sensitivity would no longer be C
+    return shift(rep, generator, 4, rep.amin(dim=(2, 3)))
 
 
 class DPSGD(SubsampledGaussianMethod):

@@ -178,3 +178,18 @@ def test_cifar_shaped_best_dpsgd_runs_a_few_steps_on_the_cpu():
                  keep_model=True)
     assert result.metrics["total_steps"] == 2 and 0.0 <= result.metrics["final_test_accuracy"] <= 1.0
     assert isinstance(result.model.features[1].conv1, WSConv2d)  # weight-standardised, and the EMA copy released
+
+
+@pytest.mark.parametrize("channels", [1, 3])
+def test_an_examples_copies_do_not_depend_on_the_other_examples(channels):
+    """Changing (or removing) another example of the batch leaves an example's augmented copies as they were, with
+    the same random draws: its clipped gradient cannot carry another example's pixels."""
+    x = torch.rand(4, channels, 10, 10)
+    other = x.clone()
+    other[1:] = torch.rand(3, channels, 10, 10) * 5 - 2
+    a = dpsgd_module.augment_copies(x, 3, "auto", torch.Generator().manual_seed(3))
+    b = dpsgd_module.augment_copies(other, 3, "auto", torch.Generator().manual_seed(3))
+    torch.testing.assert_close(a[:3], b[:3], rtol=0, atol=0)
+    fill = x[0].amin(dim=(1, 2))
+    if channels == 1:  # what came into view is the image's own darkest value
+        assert torch.all((a[:3] == fill.view(1, -1, 1, 1)) | torch.isin(a[:3], x[0]))

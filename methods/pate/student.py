@@ -25,11 +25,12 @@ from torch import nn
 
 def shift(x: torch.Tensor, generator: torch.Generator, most: int, fill: torch.Tensor) -> torch.Tensor:
     """Each image moved by a random whole number of pixels in [-most, most] along both axes; what comes into view
-    is ``fill`` (per channel: the data set's blank value)."""
+    is ``fill``: per channel (shape (C,): the data set's blank value) or per image and channel (shape (N, C))."""
     n, c, h, w = x.shape
     if n == 0 or most == 0:
         return x
-    padded = fill.view(1, c, 1, 1).to(x.dtype).expand(n, c, h + 2 * most, w + 2 * most).clone()
+    fill = fill.view(-1, c, 1, 1).to(x.dtype)
+    padded = fill.expand(n, c, h + 2 * most, w + 2 * most).clone()
     padded[:, :, most: most + h, most: most + w] = x
     dx = torch.randint(0, 2 * most + 1, (n,), generator=generator).to(x.device)
     dy = torch.randint(0, 2 * most + 1, (n,), generator=generator).to(x.device)

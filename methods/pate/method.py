@@ -74,7 +74,7 @@ class PATE(Method):
         "research_report": False,
         "student": "supervised", "semi_epochs": 40, "semi_threshold": 0.95, "semi_weight": 1.0, "semi_ratio": 7,
     }
-    variant_options = ("student", "teacher_shift", "teacher_epochs", "teacher_width")
+    variant_options = ("student", "semi_epochs", "teacher_shift", "teacher_epochs", "teacher_width")
     #: the smoothness of the smooth sensitivity, as a multiple of 1/order (Theorem 23 needs it below 1/2)
     SS_BETA_TIMES_ORDER = 0.4
 

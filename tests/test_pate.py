@@ -331,7 +331,7 @@ def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(shar
     train, audits = tidy(runs)
     board = leaderboard(train, audits)
     row = board.iloc[0]
-    assert row["method"] == "pate [student=semi_supervised]" and row["epsilon"] == 8.0
+    assert row["method"] == "pate [student=semi_supervised,semi_epochs=2]" and row["epsilon"] == 8.0
     assert row["epsilon_dd_sanitised"] == pytest.approx(runs["metrics.epsilon_data_dependent_sanitised"].iloc[0])
     shown = display_table(board).iloc[0]
     assert shown["sanitised data-dependent epsilon"] == f"{row['epsilon_dd_sanitised']:.3f}"

@@ -85,28 +85,32 @@ class Preset(Entry):
 PRESETS: Registry[Preset] = Registry("preset")
 
 
+def _registered(preset: str, dataset: str) -> tuple[Preset, DatasetSettings] | None:
+    """A registered preset and its settings for ``dataset``; None for an unregistered name or an uncovered set."""
+    if preset not in PRESETS.names():
+        return None
+    p = PRESETS.get(preset)
+    try:
+        return p, p.settings(dataset)
+    except ConfigError:
+        return None
+
+
 def preset_options(preset: str, dataset: str, method: str) -> dict[str, Any]:
     """The options a registered preset gives ``method`` on ``dataset`` ({} otherwise): what a run's recipe is
     compared with to name its variant."""
-    if preset not in PRESETS.names():
-        return {}
-    try:
-        return dict(PRESETS.get(preset).settings(dataset).method_options.get(method, {}))
-    except ConfigError:
-        return {}
+    found = _registered(preset, dataset)
+    return dict(found[1].method_options.get(method, {})) if found else {}
 
 
 def view_of(preset: str, dataset: str, method: str) -> tuple[str, int]:
     """(the preset's view, how many configurations were tried for this method there: 1 unless the preset says);
     ("matched", 1) for a name that is not a registered preset."""
-    if preset not in PRESETS.names():
-        return "matched", 1
-    p = PRESETS.get(preset)
-    try:
-        own = p.settings(dataset).method_settings.get(method, {})
-    except ConfigError:
-        own = {}
-    return p.view, int(own.get("configs_tried", 1))
+    found = _registered(preset, dataset)
+    if found is None:
+        return ("matched" if preset not in PRESETS.names() else PRESETS.get(preset).view), 1
+    return found[0].view, int(found[1].method_settings.get(method, {}).get("configs_tried", 1))
+
 
 _SMOKE = DatasetSettings(
     model="small_cnn", model_width=8, sampling_rate=0.05, steps=40, lr=0.05, momentum=0.9,

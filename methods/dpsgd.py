@@ -62,15 +62,13 @@ def standardise_weights(model: nn.Module) -> nn.Module:
 
 def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generator) -> torch.Tensor:
     """(B, C, H, W) -> (B * K, C, H, W): K augmented copies of each image, an image's copies next to each other."""
-    from inputdp.benchmarks.sampling import random_crop_flip
+    from inputdp.benchmarks.sampling import random_crop_flip, shift
 
     rep = x.repeat_interleave(k, dim=0)
     if kind == "auto":
         kind = "crop_flip" if x.shape[1] == 3 else "shift"
     if kind == "crop_flip":
         return random_crop_flip(rep, generator)
-    from inputdp.methods.pate.student import shift
-
     # each copy's own darkest value per channel fills what comes into view: a fill taken over the batch would make
     # one example's gradient depend on another's pixels, and the sensitivity would no longer be C
     return shift(rep, generator, 4, rep.amin(dim=(2, 3)))

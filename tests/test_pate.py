@@ -338,7 +338,7 @@ def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(shar
 
 
 def test_augmentations_move_pixels_and_fill_with_blank():
-    from inputdp.methods.pate.student import cutout, shift
+    from inputdp.benchmarks.sampling import cutout, shift
 
     g = torch.Generator().manual_seed(0)
     x = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).view(2, 1, 6, 6)
@@ -402,19 +402,19 @@ def test_classic_conversion_is_the_textbook_formula_and_looser():
 
 
 def test_teacher_shift_augments_every_batch_and_is_validated(monkeypatch):
+    from inputdp.benchmarks import sampling
     from inputdp.benchmarks.errors import ConfigError
-    from inputdp.methods.pate import student
     from inputdp.methods.pate.method import PATE
     from inputdp.methods.pate.teachers import train_teachers
 
     calls = []
-    real = student.shift
+    real = sampling.shift
 
     def spy(x, generator, most, fill):
         calls.append((tuple(x.shape), most, float(fill[0])))
         return real(x, generator, most, fill)
 
-    monkeypatch.setattr(student, "shift", spy)
+    monkeypatch.setattr(sampling, "shift", spy)
     x, y = torch.randn(3, 8, 1, 12, 12), torch.randint(0, 4, (3, 8))
     weights = []
     for pixels in (0, 2):

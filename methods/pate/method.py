@@ -262,7 +262,8 @@ class PATE(Method):
             return np.minimum(dd, di)
 
         # research only, never logged: the best order and epsilon are functions of the votes
-        self._unsanitised = rdp_to_epsilon(analysis.ORDERS, data_dependent(analysis.ORDERS), spec.delta)[0]
+        dd_all = data_dependent(analysis.ORDERS)
+        self._unsanitised = rdp_to_epsilon(analysis.ORDERS, dd_all, spec.delta)[0]
         # the release: order, smoothness and noise fixed before the votes; only the noisy epsilon is published
         lam = self.release_order()
         beta = self.SS_BETA_TIMES_ORDER / lam
@@ -272,7 +273,7 @@ class PATE(Method):
                            sigma_ss=float(o["ss_sigma"]), delta=spec.delta, rng=rng)
         metrics[names.METRIC_EPSILON_DD_SANITISED] = release.epsilon
         if o["research_report"] is True:
-            self._print_research_report(data_dependent, q, int(paid.sum()), metrics, spec.delta)
+            self._print_research_report(dd_all, q, int(paid.sum()), metrics, spec.delta)
         metrics["time_accounting_s"] = time.perf_counter() - t0
 
         # the student on the answered queries (and, semi-supervised, on the unlabelled pool)
@@ -293,7 +294,7 @@ class PATE(Method):
         metrics["time_student_s"] = time.perf_counter() - t0
         return FitOutput(student, x_eval, y_eval, steps=q, metrics=metrics)
 
-    def _print_research_report(self, data_dependent, queries: int, answered: int, metrics: dict[str, float],
+    def _print_research_report(self, dd: np.ndarray, queries: int, answered: int, metrics: dict[str, float],
                                delta: float) -> None:
         """To standard error, never to the store: the data-dependent epsilon before sanitisation (a function of the
         private votes, so not itself private) under the suite's conversion and under the classic one the reference
@@ -309,7 +310,6 @@ class PATE(Method):
             eps_c, lam_c = classic(orders, rdp, delta)
             return f"{eps:.3f} (suite's conversion, order {lam:g}) / {eps_c:.3f} (classic conversion, order {lam_c:g})"
 
-        dd = data_dependent(orders)
         di = data_independent_rdp(queries=queries, answers=answered, sigma1=self.sigma1, sigma2=self.sigma2)
         claim = data_independent_rdp(queries=queries, answers=queries, sigma1=self.sigma1, sigma2=self.sigma2)
         print("pate research report (functions of the private votes: NOT private, not logged; compare with papers "

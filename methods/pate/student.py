@@ -22,37 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-
-def shift(x: torch.Tensor, generator: torch.Generator, most: int, fill: torch.Tensor) -> torch.Tensor:
-    """Each image moved by a random whole number of pixels in [-most, most] along both axes; what comes into view
-    is ``fill``: per channel (shape (C,): the data set's blank value) or per image and channel (shape (N, C))."""
-    n, c, h, w = x.shape
-    if n == 0 or most == 0:
-        return x
-    fill = fill.view(-1, c, 1, 1).to(x.dtype)
-    padded = fill.expand(n, c, h + 2 * most, w + 2 * most).clone()
-    padded[:, :, most: most + h, most: most + w] = x
-    dx = torch.randint(0, 2 * most + 1, (n,), generator=generator).to(x.device)
-    dy = torch.randint(0, 2 * most + 1, (n,), generator=generator).to(x.device)
-    rows = dy.view(n, 1) + torch.arange(h, device=x.device).view(1, h)
-    cols = dx.view(n, 1) + torch.arange(w, device=x.device).view(1, w)
-    idx = torch.arange(n, device=x.device).view(n, 1, 1)
-    out = padded.permute(0, 2, 3, 1)[idx, rows.view(n, h, 1), cols.view(n, 1, w)]
-    return out.permute(0, 3, 1, 2).contiguous()
-
-
-def cutout(x: torch.Tensor, generator: torch.Generator, size: int, fill: torch.Tensor) -> torch.Tensor:
-    """A ``size`` x ``size`` square at a random place of each image (clipped at the borders) set to ``fill``."""
-    n, c, h, w = x.shape
-    if n == 0 or size == 0:
-        return x
-    cy = torch.randint(0, h, (n,), generator=generator).to(x.device).view(n, 1, 1)
-    cx = torch.randint(0, w, (n,), generator=generator).to(x.device).view(n, 1, 1)
-    ys = torch.arange(h, device=x.device).view(1, h, 1)
-    xs = torch.arange(w, device=x.device).view(1, 1, w)
-    half = size // 2
-    inside = ((ys - cy).abs() <= half) & ((xs - cx).abs() <= half)  # n, h, w
-    return torch.where(inside.unsqueeze(1), fill.view(1, c, 1, 1).to(x.dtype), x)
+from inputdp.benchmarks.sampling import cutout, shift
 
 
 def train_supervised(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, *,

@@ -56,7 +56,7 @@ def train_teachers(x_parts: torch.Tensor, y_parts: torch.Tensor, *, num_classes:
                    fill: torch.Tensor | None = None) -> TeacherEnsemble:
     """x_parts: (m, n, C, H, W), y_parts: (m, n). Each teacher takes plain SGD steps on its own mini-batches, each
     image moved by up to ``shift_pixels`` pixels at random (what comes into view is ``fill``, per channel)."""
-    from .student import shift
+    from inputdp.benchmarks import sampling
 
     m, n, c, size, _ = x_parts.shape
     ens = TeacherEnsemble(m, c, size, num_classes, width).to(x_parts.device)
@@ -70,7 +70,7 @@ def train_teachers(x_parts: torch.Tensor, y_parts: torch.Tensor, *, num_classes:
             if shift_pixels:
                 flat = xb.reshape(-1, *xb.shape[2:])
                 filler = torch.zeros(c) if fill is None else fill
-                xb = shift(flat, generator, shift_pixels, filler.to(flat.device)).view(xb.shape)
+                xb = sampling.shift(flat, generator, shift_pixels, filler.to(flat.device)).view(xb.shape)
             yb = y_parts[rows, idx].T  # (b, m)
             opt.zero_grad(set_to_none=True)
             logits = ens(xb)

@@ -181,6 +181,13 @@ class Method(ABC):
         average of its iterates, a post-processing of them)."""
         return model
 
+    @property
+    def augments_inputs(self) -> bool:
+        """True when the method itself transforms the images it trains on (DP-SGD's augmult, PATE's shifted
+        teachers or semi-supervised student): a model's fixed frontend must then see each transformed image, so the
+        harness does not replace the images by the frontend's output in advance."""
+        return False
+
     def learning_rate(self, base_lr: float) -> tuple[float, dict[str, Any]]:
         """The rate the optimizer uses, and what to record about how it was chosen."""
         return base_lr, {"lr_rule": "fixed", "lr_effective": base_lr}

@@ -164,6 +164,10 @@ class DPSGD(SubsampledGaussianMethod):
     def describe(self) -> dict[str, Any]:
         return {"grad_sample_mode": self.mode} if self.mode else {}
 
+    @property
+    def augments_inputs(self) -> bool:
+        return int(self.options["augmult"]) > 0
+
     def released(self, model: nn.Module) -> nn.Module:
         return self._ema if self._ema is not None else model
 

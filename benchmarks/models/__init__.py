@@ -39,6 +39,12 @@ register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", defaul
                          summary="Papernot et al. 2021's MNIST CNN with tanh (tempered sigmoid) activations, 26k parameters"))
 register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16, grad_sample_mode="ghost",
                          summary="the same CNN with ReLU: the activation comparison of Papernot et al. 2021"))
+register_model(ModelInfo(name="scatter_linear", target=_M + "scatternet:ScatterLinear", default_width=0,
+                         grad_sample_mode="ghost",
+                         summary="Tramèr & Boneh 2021: fixed scattering features (kymatio), GroupNorm, one linear layer"))
+register_model(ModelInfo(name="scatter_cnn", target=_M + "scatternet:ScatterCNN", default_width=16,
+                         grad_sample_mode="ghost",
+                         summary="Tramèr & Boneh 2021: fixed scattering features, GroupNorm, a small tanh CNN"))
 register_model(ModelInfo(name="wrn16_4", target=_M + "wrn:WRN16", default_width=4,
                          summary="WRN-16-4 (pre-activation, GroupNorm), De et al. 2022's CIFAR-10 DP-SGD model, 2.7M"))
 register_model(ModelInfo(name="resnet18", target=_M + "resnets:ResNet18", default_width=64,

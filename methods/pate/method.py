@@ -141,6 +141,10 @@ class PATE(Method):
                            details={"noise_scale": scale, "queries": self.options["queries"],
                                     "threshold": self.options["threshold"]})
 
+    @property
+    def augments_inputs(self) -> bool:
+        return int(self.options["teacher_shift"]) > 0 or self.options["student"] == "semi_supervised"
+
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
         return PrivacyClaim(

@@ -1,0 +1,111 @@
+"""The ScatterNet models (Tramèr & Boneh 2021): the fixed scattering frontend, its features computed once by the
+harness, and what that must not change (the predictions, the privacy claim, augmented runs)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from inputdp.benchmarks import harness
+from inputdp.benchmarks.config import PerfFlags
+from inputdp.benchmarks.models import MODELS, build_model
+from inputdp.benchmarks.models.scatternet import ScatterFrontend
+from inputdp.benchmarks.speed import synthetic_data
+from inputdp.benchmarks.sweep import Overrides, build_config
+
+
+def test_the_frontend_has_no_parameters_and_the_documented_shape():
+    front = ScatterFrontend(1, 28)
+    assert list(front.parameters()) == []
+    assert front.out_shape == (81, 7, 7)
+    assert ScatterFrontend(3, 32).out_shape == (243, 8, 8)
+    assert front(torch.randn(5, 1, 28, 28)).shape == (5, 81, 7, 7)
+
+
+def test_scattering_of_a_constant_image_is_its_value_in_the_low_pass_channel_and_zero_elsewhere():
+    """An independent check of the transform: the averaging filter phi sums to 1, so a constant image c gives c in
+    the order-0 channel; every wavelet has zero mean, so the order-1 and order-2 channels (moduli of wavelet
+    responses, averaged) are 0 up to float error."""
+    c = 0.7
+    out = ScatterFrontend(1, 28)(torch.full((1, 1, 28, 28), c))
+    torch.testing.assert_close(out[0, 0], torch.full((7, 7), c), rtol=0, atol=1e-4)
+    assert out[0, 1:].abs().max() < 1e-4
+
+
+def test_the_transform_is_stable_to_a_small_shift_unlike_the_pixels():
+    """What the features are for (Mallat's argument): moving a digit by one pixel changes the scattering features
+    relatively much less than it changes the pixels."""
+    g = torch.Generator().manual_seed(0)
+    x = torch.zeros(1, 1, 28, 28)
+    x[0, 0, 8:20, 10:18] = torch.rand(12, 8, generator=g) + 0.5
+    shifted = torch.roll(x, 1, dims=3)
+    front = ScatterFrontend(1, 28)
+    f, fs = front(x), front(shifted)
+    pixel_change = float((shifted - x).norm() / x.norm())
+    feature_change = float((fs - f).norm() / f.norm())
+    assert feature_change < 0.5 * pixel_change
+
+
+@pytest.mark.parametrize("name", ["scatter_linear", "scatter_cnn"])
+def test_a_scatter_model_gives_the_same_logits_on_images_and_on_their_features(name):
+    model = build_model(name, num_classes=10, channels=1, size=28, norm="group").eval()
+    x = torch.randn(6, 1, 28, 28)
+    torch.testing.assert_close(model(x), model(model.frontend(x)), rtol=1e-5, atol=1e-5)
+    trainable = sum(p.numel() for p in model.parameters())
+    assert trainable == {"scatter_linear": 81 * 49 * 10 + 10, "scatter_cnn": 33066}[name]
+
+
+def _config(method="dpsgd", *, augment=False, options=None, **overrides):
+    base = {"model": "scatter_linear", "steps": 3, "sampling_rate": 0.05}
+    config = build_config(method=method, dataset="mnist", preset="smoke", epsilon=2.0, seed=0,
+                          overrides=Overrides(**{**base, **overrides}, method_options={method: options or {}}))
+    return dataclasses.replace(config, augment=augment)
+
+
+def test_the_harness_trains_on_features_computed_once_and_no_privacy_figure_depends_on_it():
+    """Features replace the images (computed once, reused by the next run of the same data), the run logs the time
+    it took, and the privacy claim and spent epsilon are those of the same run on the small CNN: a fixed frontend
+    changes no privacy figure."""
+    harness._FRONTEND_CACHE.clear()
+    data = synthetic_data("mnist", 64, "cpu")
+    p = harness.prepare(_config(), PerfFlags(device="cpu", progress=False), data)
+    assert tuple(p.data.x_train.shape[1:]) == (81, 7, 7) and tuple(p.data.x_test.shape[1:]) == (81, 7, 7)
+    assert p.frontend_seconds > 0 and tuple(data.x_train.shape[1:]) == (1, 28, 28)  # the caller's data untouched
+    result = harness.run(_config(), PerfFlags(device="cpu", progress=False), data=data)
+    plain = harness.run(_config(model="small_cnn"), PerfFlags(device="cpu", progress=False), data=data)
+    assert result.metrics["frontend_seconds"] > 0 and plain.metrics["frontend_seconds"] == 0.0
+    assert result.claim == plain.claim
+    assert math.isclose(result.metrics["final_epsilon_spent"], plain.metrics["final_epsilon_spent"], rel_tol=1e-12)
+
+
+def test_features_of_data_loaded_by_the_run_are_reused_by_the_next_run(monkeypatch):
+    harness._FRONTEND_CACHE.clear()
+    data = synthetic_data("mnist", 40, "cpu")
+    monkeypatch.setattr(harness, "load_tensor_data", lambda *a, **k: data)
+    perf = PerfFlags(device="cpu", progress=False)
+    first = harness.prepare(_config(), perf)
+    second = harness.prepare(_config(model="scatter_cnn"), perf)
+    assert second.data.x_train is first.data.x_train  # the same frontend: its features were not computed again
+    assert len(harness._FRONTEND_CACHE) == 1
+
+
+@pytest.mark.parametrize(("method", "augment", "options"), [
+    ("dpsgd", False, {"augmult": 2, "grad_sample_mode": "hooks"}),
+    ("nonprivate", True, {}),
+])
+def test_augmented_runs_keep_the_images_and_apply_the_frontend_per_step(method, augment, options):
+    """Each augmented copy must pass the frontend: the harness leaves the images, and the model maps them per step."""
+    data = synthetic_data("mnist", 32, "cpu")
+    config = _config(method, augment=augment, options=options, steps=2)
+    p = harness.prepare(config, PerfFlags(device="cpu", progress=False), data)
+    assert tuple(p.data.x_train.shape[1:]) == (1, 28, 28) and p.frontend_seconds == 0.0
+    result = harness.run(config, PerfFlags(device="cpu", progress=False), data=data)
+    assert result.metrics["total_steps"] == 2
+
+
+def test_the_scatter_models_are_registered_with_a_valid_gradient_mode():
+    for name in ("scatter_linear", "scatter_cnn"):
+        assert MODELS.get(name).grad_sample_mode in ("hooks", "functorch", "ghost")

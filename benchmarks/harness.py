@@ -142,8 +142,8 @@ FRONTEND_BATCH = 4096
 _FRONTEND_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
 
 
-def with_frontend_features(model: nn.Module, data: TensorData, *, augmented: bool,
-                           cache_key: tuple | None = None) -> tuple[TensorData, float]:
+def with_frontend_features(model: nn.Module, data: TensorData, *, augmented: bool, cache_key: tuple | None = None,
+                           progress: bool = False) -> tuple[TensorData, float]:
     """(the data the run trains and evaluates on, seconds spent making it). A model with a fixed frontend (a
     parameter-free map of each image, e.g. the scattering transform) gets the frontend's output, computed once, in
     place of the images, unless the images are augmented per step (each augmented image must pass the frontend).
@@ -157,11 +157,20 @@ def with_frontend_features(model: nn.Module, data: TensorData, *, augmented: boo
     if cache_key is not None and cache_key in _FRONTEND_CACHE:
         x_train, x_test = _FRONTEND_CACHE[cache_key]
     else:
+        total = data.x_train.shape[0] + data.x_test.shape[0]
+        bar = _progress(total, "the fixed frontend, once per data set", progress, unit="image")
+
         def mapped(x: torch.Tensor) -> torch.Tensor:
-            parts = [frontend(x[i : i + FRONTEND_BATCH]) for i in range(0, x.shape[0], FRONTEND_BATCH)]
+            parts = []
+            for i in range(0, x.shape[0], FRONTEND_BATCH):
+                parts.append(frontend(x[i : i + FRONTEND_BATCH]))
+                if bar is not None:
+                    bar.update(parts[-1].shape[0])
             return torch.cat(parts) if parts else x.new_zeros((0, *frontend.out_shape))
 
         x_train, x_test = mapped(data.x_train), mapped(data.x_test)
+        if bar is not None:
+            bar.close()
         _FRONTEND_CACHE.clear()
         if cache_key is not None:
             _FRONTEND_CACHE[cache_key] = (x_train, x_test)
@@ -190,7 +199,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     model = model_for(config, info, norm).to(device)
     key = (config.dataset, config.data_dir, config.train_examples, config.test_examples, device) if loaded_here else None
     data, frontend_seconds = with_frontend_features(model, data, augmented=config.augment or method.augments_inputs,
-                                                    cache_key=key)
+                                                    cache_key=key, progress=perf.progress)
     method.initialise(model)
     # the untrained parameters, only when asked (the audit's white-box scores): a copy of the whole model
     initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()} if keep_initial else None
@@ -402,12 +411,12 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
     return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, model)
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def _progress(total: int, desc: str, enabled: bool, unit: str = "epoch"):
     if not enabled:
         return None
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="epoch", leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, leave=False)
 
 
 __all__ = ["ConfigError", "PrivacyLedgerError", "RunResult", "evaluate", "prepare", "run", "seed_everything"]

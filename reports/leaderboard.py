@@ -273,6 +273,8 @@ def paper_side_by_side(board: pd.DataFrame) -> pd.DataFrame:
         want = "" if pd.isna(getattr(p, "preset", np.nan)) else str(p.preset)
         if want and (measured["preset"] == want).any():
             measured = measured[measured["preset"] == want]
+        if (measured["model"].astype(str) == str(p.model)).any():  # the row of the published model, if measured
+            measured = measured[measured["model"].astype(str) == str(p.model)]
         value, comparable = "", "no run"
         if not measured.empty:
             m = measured.iloc[0]

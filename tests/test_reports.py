@@ -144,3 +144,20 @@ def test_report_from_real_audit_runs_shows_both_threat_models(shared_data, tmp_p
     md = (out / "leaderboard.md").read_text()
     assert "## Privacy audits: both threat models" in md and "multi-run, 8 runs" in md
     assert len(pd.read_csv(out / "audits.csv")) == 2
+
+
+def test_a_published_row_is_set_beside_the_measured_row_of_its_own_model():
+    """Two models measured at one (data set, method, epsilon): each published figure is read against the row of
+    its own model, and the other model's row is not passed off as a measurement of it."""
+    from inputdp.reports.leaderboard import paper_side_by_side
+
+    board = pd.DataFrame([
+        {"dataset": "mnist", "method": "dpsgd", "epsilon": 3.0, "preset": "best", "model": model, "acc_mean": acc,
+         "median_epoch_time_s": 1.0}
+        for model, acc in (("tanh_cnn", 0.9801), ("scatter_linear", 0.9855))])
+    side = paper_side_by_side(board)
+    mine = side[(side["dataset"] == "mnist") & (side["method"] == "dpsgd") & (side["epsilon"] == "3")]
+    by_model = dict(zip(mine["model"], mine["measured"]))
+    assert by_model["tanh_cnn"] == "98.01%" and by_model["scatter_linear"] == "98.55%"
+    cnn = mine[mine["model"] == "scatter_cnn"].iloc[0]  # not measured: the nearest row, marked as another model
+    assert "model tanh_cnn vs scatter_cnn" in cnn["comparable"] or "model scatter_linear vs scatter_cnn" in cnn["comparable"]

@@ -111,21 +111,22 @@ def test_best_preset_gives_each_method_its_own_recipe_and_says_so():
 
     dp = build_config(method="dpsgd", dataset="mnist", preset="best", epsilon=2.93, seed=0)
     di = build_config(method="dirichlet_softmax", dataset="mnist", preset="best", epsilon=2.93, seed=0)
-    assert (dp.model, dp.norm, dp.lr, dp.momentum) == ("tanh_cnn", "none", 0.5, 0.9)
-    assert dp.privacy.sampling_rate == 512 / 60000 and dp.privacy.steps == 40 * 117
+    assert (dp.model, dp.norm, dp.lr, dp.momentum) == ("scatter_linear", "group", 8.0, 0.9)
+    assert dp.privacy.sampling_rate == 4096 / 60000 and dp.privacy.steps == 20 * 15
     assert dp.method_options["max_grad_norm"] == 0.1 and dp.lr_warmup_steps == 0
     assert (di.model, di.optimizer, di.privacy.sampling_rate) == ("small_cnn", "adam", 256 / 60000)
     assert dp.match_key() != di.match_key()  # not matched: each at its own (q, T)
     fashion = build_config(method="dpsgd", dataset="fashionmnist", preset="best", epsilon=2.93, seed=0)
-    assert fashion.privacy.sampling_rate == 2048 / 60000 and fashion.lr == 4.0
-    assert view_of("best", "mnist", "dpsgd") == ("own_best", 1)
+    assert (fashion.model, fashion.privacy.steps) == ("scatter_linear", 300)
+    assert view_of("best", "mnist", "dpsgd") == ("own_best", 4)
+    assert view_of("best", "fashionmnist", "dpsgd") == ("own_best", 3)
     assert view_of("best", "mnist", "dirichlet_softmax") == ("own_best", 2)
     assert view_of("cpu", "mnist", "dpsgd") == ("matched", 1)
     assert view_of("no-such-preset", "mnist", "dpsgd") == ("matched", 1)
     # explicit flags still win over a method's own setting
     flagged = build_config(method="dpsgd", dataset="mnist", preset="best", epsilon=2.93, seed=0,
                            overrides=Overrides(model="small_cnn", lr=0.1, epochs=2))
-    assert (flagged.model, flagged.lr, flagged.privacy.steps) == ("small_cnn", 0.1, 2 * 117)
+    assert (flagged.model, flagged.lr, flagged.privacy.steps) == ("small_cnn", 0.1, 2 * 15)
     with pytest.raises(ValueError, match="method_settings"):
         DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
                         method_settings={"dpsgd": {"batch_size": 512}})

@@ -9,7 +9,10 @@ Recipe options (De et al. 2022; THEORY.md, "DP-SGD recipes"), none of which chan
   usual warm-up min(D, (1 + t)/(10 + t))): a post-processing of the private iterates;
 - ``weight_standardisation``: every convolution's weight is standardised per output channel (mean 0, variance 1)
   in the forward pass (Qiao et al. 2019; with GroupNorm, as De et al. use it);
-- ``max_grad_norm``: the clipping norm C.
+- ``max_grad_norm``: the clipping norm C;
+- ``micro_batch=M``: the batch's examples pass forward and backward M at a time (with their augmult copies), each
+  group's clipped gradients summed into the step's one sum before the noise is added once: the same update as the
+  whole batch at once, in the memory of M examples (De et al.'s 4096 x 16 copies need it). 0: the whole batch.
 
 The harness's batches are the ones clipped and noised: no Opacus data loader samples a second time, and
 the optimizer averages over the *expected* batch size q*n, as Poisson-sampled DP-SGD requires. sigma is the
@@ -85,7 +88,8 @@ def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generato
 class DPSGD(SubsampledGaussianMethod):
     name = "dpsgd"
     option_defaults = {"max_grad_norm": 1.0, "accountant": "rdp", "grad_sample_mode": "auto",
-                       "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False}
+                       "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False,
+                       "micro_batch": 0}
     variant_options = ("augmult", "ema", "weight_standardisation", "max_grad_norm")
 
     def __init__(self, **options: Any):
@@ -103,6 +107,12 @@ class DPSGD(SubsampledGaussianMethod):
             raise ConfigError(f"ema={o['ema']!r} is not allowed: give a decay in [0, 1) (0: off)")
         if not isinstance(o["weight_standardisation"], bool):
             raise ConfigError(f"weight_standardisation={o['weight_standardisation']!r} is not allowed: true or false")
+        if not (isinstance(o["micro_batch"], int) and not isinstance(o["micro_batch"], bool) and o["micro_batch"] >= 0):
+            raise ConfigError(f"micro_batch={o['micro_batch']!r} is not allowed: give an integer >= 0 (0: the whole "
+                              "batch at once)")
+        if o["micro_batch"] and o["grad_sample_mode"] == "ghost":
+            raise ConfigError("micro_batch is not allowed with grad_sample_mode=ghost: Opacus' ghost-clipping optimizer "
+                              "does not sum clipped gradients over several backward passes; use hooks or functorch")
         if o["augmult"] and o["grad_sample_mode"] == "ghost":
             raise ConfigError("augmult is not allowed with grad_sample_mode=ghost: ghost clipping never forms the "
                               "per-example gradients that augmult averages; use hooks or functorch")
@@ -138,7 +148,8 @@ class DPSGD(SubsampledGaussianMethod):
         mode = o["grad_sample_mode"]
         if mode == "auto":  # the model registry's measured fastest mode for this model
             mode = setup.grad_sample_mode
-            if mode == "ghost" and (self.amp != "none" or o["augmult"] or o["weight_standardisation"]):
+            if mode == "ghost" and (self.amp != "none" or o["augmult"] or o["weight_standardisation"]
+                                    or o["micro_batch"]):
                 mode = "hooks"  # ghost norms would be taken in bf16 (see check_amp); augmult needs the gradients
         # the augmentations' own stream, drawn from the run's seeded generator (same seed, same copies)
         self._augmenter.manual_seed(int(torch.randint(0, 2**62, (1,))))
@@ -201,22 +212,35 @@ class DPSGD(SubsampledGaussianMethod):
             self._after_step(model)
             return None
         k = int(self.options["augmult"])
-        if k and x.shape[0]:
+        n = x.shape[0]
+        if k and n:
             x = augment_copies(x, k, self.options["augmult_kind"], self._augmenter)
             y = y.repeat_interleave(k)
-        with self.autocast(x):
-            logits = model(x)
-        if self._criterion is not None:
-            loss = self._criterion(logits.float(), y)
-        else:
-            loss = F.cross_entropy(logits.float(), y)
-        loss.backward()
-        _per_example_gradients_in_float32(model)
-        if k and x.shape[0]:
-            _average_copies(model, k)
-        optimizer.step()
+        m = int(self.options["micro_batch"]) or n
+        rows = max(1, m * max(k, 1))  # an example's copies stay in one group
+        starts = list(range(0, x.shape[0], rows)) or [0]
+        total = None
+        for i, start in enumerate(starts):
+            if i:
+                optimizer.zero_grad(set_to_none=True)  # the clipped sum so far is kept (the last step was skipped)
+            xs, ys = x[start : start + rows], y[start : start + rows]
+            with self.autocast(xs):
+                logits = model(xs)
+            if self._criterion is not None:
+                loss = self._criterion(logits.float(), ys)
+            else:
+                loss = F.cross_entropy(logits.float(), ys)
+            loss.backward()
+            _per_example_gradients_in_float32(model)
+            if k and n:
+                _average_copies(model, k)
+            if i < len(starts) - 1:
+                optimizer.signal_skip_step(do_skip=True)  # clip and add to the sum; no noise, no update yet
+            optimizer.step()
+            part = loss.detach() * xs.shape[0]
+            total = part if total is None else total + part
         self._after_step(model)
-        return loss.detach() if x.shape[0] else None
+        return total / x.shape[0] if n else None
 
     def _after_step(self, model: nn.Module) -> None:
         if self._ema is not None:

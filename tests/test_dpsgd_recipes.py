@@ -164,16 +164,18 @@ def test_bad_recipe_options_are_refused_in_one_line(options, word):
 
 def test_cifar_shaped_best_dpsgd_runs_a_few_steps_on_the_cpu():
     """The best preset's CIFAR-10 DP-SGD recipe (WRN-16-4, GroupNorm + weight standardisation, augmentation
-    multiplicity 16, EMA) end to end through the harness for two steps, on synthetic data of CIFAR-10's shape; the
-    full run is GPU work."""
+    multiplicity 16, EMA, micro-batches) end to end through the harness for two steps, on synthetic data of
+    CIFAR-10's shape; the full run is GPU work."""
     from inputdp.benchmarks.config import PerfFlags
     from inputdp.benchmarks.harness import run
     from inputdp.benchmarks.speed import synthetic_data
     from inputdp.benchmarks.sweep import Overrides, build_config
 
+    preset = build_config(method="dpsgd", dataset="cifar10", preset="best", epsilon=1.0, seed=0)
+    assert (preset.model, preset.method_options["augmult"], preset.method_options["micro_batch"]) == ("wrn16_4", 16, 32)
+    # about 6 examples a step here, 2 per backward pass: the micro-batched path of the full-size run
     config = build_config(method="dpsgd", dataset="cifar10", preset="best", epsilon=1.0, seed=0,
-                          overrides=Overrides(steps=2))
-    assert (config.model, dict(config.method_options)["augmult"]) == ("wrn16_4", 16)
+                          overrides=Overrides(steps=2, sampling_rate=0.125, method_options={"dpsgd": {"micro_batch": 2}}))
     result = run(config, PerfFlags(device="cpu", progress=False), data=synthetic_data("cifar10", 48, "cpu"),
                  keep_model=True)
     assert result.metrics["total_steps"] == 2 and 0.0 <= result.metrics["final_test_accuracy"] <= 1.0
@@ -193,3 +195,45 @@ def test_an_examples_copies_do_not_depend_on_the_other_examples(channels):
     fill = x[0].amin(dim=(1, 2))
     if channels == 1:  # what came into view is the image's own darkest value
         assert torch.all((a[:3] == fill.view(1, -1, 1, 1)) | torch.isin(a[:3], x[0]))
+
+
+@pytest.mark.parametrize("mode", ["hooks", "functorch"])
+@pytest.mark.parametrize("augmult", [0, 2])
+def test_micro_batches_give_the_whole_batchs_update_with_the_noise_added_once(mode, augmult):
+    """Without noise, the update of a batch of 7 taken 3, 3 and 1 examples at a time (with each example's augmult
+    copies in its group) is the update of the whole batch at once; with noise, the noise is drawn once per step."""
+    x, y = torch.randn(7, 1, 6, 6), torch.randint(0, 3, (7,))
+    grads, noise_draws = {}, {}
+    for micro in (0, 3):
+        m = DPSGD(grad_sample_mode=mode, augmult=augmult, micro_batch=micro, max_grad_norm=0.5)
+        m.calibrate(SPEC)
+        model = _tiny()
+        module, opt = m.prepare(model, torch.optim.SGD(model.parameters(), lr=0.0), SETUP)
+        m._augmenter.manual_seed(11)  # the same copies both ways
+        opt.noise_multiplier = 0.0
+        calls: list[int] = []
+
+        def counted(real=opt.add_noise, calls=calls):
+            calls.append(1)
+            return real()
+
+        opt.add_noise = counted
+        loss = m.train_step(module, opt, x, y)
+        grads[micro] = torch.cat([p.grad.flatten() for p in module.parameters()])
+        noise_draws[micro] = len(calls)
+        assert loss is not None and torch.isfinite(loss)
+    torch.testing.assert_close(grads[3], grads[0], rtol=1e-5, atol=1e-7)
+    assert noise_draws == {0: 1, 3: 1}
+    assert float(grads[0].abs().max()) > 0
+
+
+def test_micro_batch_changes_neither_the_claim_nor_the_recipe_and_is_refused_with_ghost():
+    base, micro = DPSGD(), DPSGD(micro_batch=256)
+    base.calibrate(SPEC)
+    micro.calibrate(SPEC)
+    assert micro.claim().as_tags() == base.claim().as_tags() and micro.variant() == ""
+    for bad in (-1, 1.5, True):
+        with pytest.raises(ConfigError, match="micro_batch"):
+            DPSGD(micro_batch=bad)
+    with pytest.raises(ConfigError, match="ghost"):
+        DPSGD(micro_batch=8, grad_sample_mode="ghost")

@@ -114,13 +114,13 @@ def test_best_preset_gives_each_method_its_own_recipe_and_says_so():
     assert (dp.model, dp.norm, dp.lr, dp.momentum) == ("scatter_linear", "group", 8.0, 0.9)
     assert dp.privacy.sampling_rate == 4096 / 60000 and dp.privacy.steps == 20 * 15
     assert dp.method_options["max_grad_norm"] == 0.1 and dp.lr_warmup_steps == 0
-    assert (di.model, di.optimizer, di.privacy.sampling_rate) == ("small_cnn", "adam", 256 / 60000)
+    assert (di.model, di.optimizer, di.privacy.sampling_rate, di.privacy.steps) == ("small_cnn", "adam", 512 / 60000, 2340)
     assert dp.match_key() != di.match_key()  # not matched: each at its own (q, T)
     fashion = build_config(method="dpsgd", dataset="fashionmnist", preset="best", epsilon=2.93, seed=0)
     assert (fashion.model, fashion.privacy.steps) == ("scatter_linear", 300)
     assert view_of("best", "mnist", "dpsgd") == ("own_best", 4)
     assert view_of("best", "fashionmnist", "dpsgd") == ("own_best", 3)
-    assert view_of("best", "mnist", "dirichlet_softmax") == ("own_best", 2)
+    assert view_of("best", "mnist", "dirichlet_softmax") == ("own_best", 7)
     assert view_of("cpu", "mnist", "dpsgd") == ("matched", 1)
     assert view_of("no-such-preset", "mnist", "dpsgd") == ("matched", 1)
     # explicit flags still win over a method's own setting

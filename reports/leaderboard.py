@@ -19,7 +19,8 @@ import pandas as pd
 
 from inputdp.benchmarks import names
 
-GROUP = ["dataset", "preset", "model", "method", "epsilon"]
+#: one leaderboard row per recipe and budget: runs at another (q, T) are another configuration, not more seeds
+GROUP = ["dataset", "preset", "model", "method", "epsilon", "q", "T"]
 BLACK_BOX = ("loss", "margin", "reference_rank")  # the audit's black-box scores (benchmarks.audit.BLACK_BOX)
 THREAT = {
     "nothing": "no privacy",

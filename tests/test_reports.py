@@ -43,6 +43,16 @@ def test_leaderboard_groups_seeds(store):
     assert pd.isna(row["black_box_lb"]) and pd.isna(row["white_box_lb"]) and row["verdict"] == "not audited"
 
 
+def test_runs_at_another_q_or_t_are_another_row_not_more_seeds(store):
+    train, audits = tidy(load_runs(store))
+    dirichlet = train[(train["method"] == "dirichlet_softmax") & (train["epsilon"] == 1)].copy()
+    assert len(dirichlet) == 2
+    dirichlet.loc[dirichlet.index[1], "q"] = 2 * float(dirichlet["q"].iloc[0])  # one seed run at twice the batch
+    board = leaderboard(dirichlet, audits)
+    assert len(board) == 2 and (board["seeds"] == 1).all()
+    assert sorted(board["q"]) == sorted(dirichlet["q"])
+
+
 def _audits(rows):
     cols = ["dataset", "method", "epsilon", "delta", "model", "canary_kind", "audit_mode", "audit_runs", "lb_black_box",
             "ceiling_black_box", "lb_white_box", "ceiling_white_box"]

@@ -59,7 +59,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--dataset", required=True)
     p.add_argument("--epsilons", default="1", help="comma-separated target epsilons, e.g. 1,4")
     p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
-    p.add_argument("--preset", default="cpu", help="smoke | cpu | paper")
+    from .presets import PRESETS
+
+    p.add_argument("--preset", default="cpu", help=" | ".join(PRESETS.names()))
     p.add_argument("--epochs", type=int, help="override the preset's number of epochs (T = epochs / q)")
     p.add_argument("--steps", type=int, help="override the preset's number of steps T")
     p.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")

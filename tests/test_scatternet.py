@@ -54,6 +54,7 @@ def test_a_scatter_model_gives_the_same_logits_on_images_and_on_their_features(n
     model = build_model(name, num_classes=10, channels=1, size=28, norm="group").eval()
     x = torch.randn(6, 1, 28, 28)
     torch.testing.assert_close(model(x), model(model.frontend(x)), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(model.features(x), model.features(model.frontend(x)), rtol=1e-5, atol=1e-5)
     trainable = sum(p.numel() for p in model.parameters())
     assert trainable == {"scatter_linear": 81 * 49 * 10 + 10, "scatter_cnn": 33066}[name]
 
@@ -95,6 +96,7 @@ def test_features_of_data_loaded_by_the_run_are_reused_by_the_next_run(monkeypat
 @pytest.mark.parametrize(("method", "augment", "options"), [
     ("dpsgd", False, {"augmult": 2, "grad_sample_mode": "hooks"}),
     ("nonprivate", True, {}),
+    ("gaussian_penultimate", True, {}),  # calls features and head apart: the frontend is inside features
 ])
 def test_augmented_runs_keep_the_images_and_apply_the_frontend_per_step(method, augment, options):
     """Each augmented copy must pass the frontend: the harness leaves the images, and the model maps them per step."""

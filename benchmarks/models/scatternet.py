@@ -7,9 +7,10 @@ GroupNorm without affine parameters (each example normalised on its own; 27 grou
 image). What is trained privately is only what follows: a linear layer (``scatter_linear``) or Tramèr & Boneh's
 CNN on the scattering features (``scatter_cnn``: conv 3x3 stride 2, conv 3x3, tanh, a 32-unit tanh layer).
 
-The transform is the :attr:`ScatterNet.frontend`. A model takes either images (it applies the frontend) or the
-frontend's output (it does not): the harness computes the features once per data set when no step augments the
-images (``benchmarks.harness.prepare``), which is what makes a CPU epoch take seconds, as in the authors' code.
+The transform is the :attr:`ScatterNet.frontend`, the first part of ``features``. A model takes either images (it
+applies the frontend) or the frontend's output (it does not): the harness computes the features once per data set
+when no step augments the images (``benchmarks.harness.prepare``), which is what makes a CPU epoch take seconds, as
+in the authors' code.
 """
 
 from __future__ import annotations
@@ -66,15 +67,29 @@ def input_norm(kind: str, channels: int) -> nn.Module:
     raise ValueError(f"norm={kind!r}: choose group, batch or none")
 
 
-class ScatterNet(Classifier):
-    """A classifier on scattering features; ``forward`` applies the frontend to images, not to features."""
+class FrontendThen(nn.Module):
+    """``features`` of a scatter model: the frontend for images (not for its own output), then the trainable body.
+    Every path to the penultimate layer goes through it (``forward``, and methods that call ``features`` and
+    ``head`` apart, such as gaussian_penultimate)."""
 
-    frontend: ScatterFrontend
+    def __init__(self, frontend: ScatterFrontend, body: nn.Module):
+        super().__init__()
+        self.frontend, self.body = frontend, body
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if tuple(x.shape[1:]) == self.frontend.in_shape and self.frontend.in_shape != self.frontend.out_shape:
             x = self.frontend(x)
-        return self.head(self.features(x))
+        return self.body(x)
+
+
+class ScatterNet(Classifier):
+    """A classifier on scattering features; it takes images or the frontend's output."""
+
+    features: FrontendThen
+
+    @property
+    def frontend(self) -> ScatterFrontend:
+        return self.features.frontend
 
 
 class ScatterLinear(ScatterNet):
@@ -82,9 +97,9 @@ class ScatterLinear(ScatterNet):
 
     def __init__(self, *, num_classes: int, channels: int, size: int, norm: str, width: int = 0):
         super().__init__()
-        self.frontend = ScatterFrontend(channels, size)
-        k, h, w = self.frontend.out_shape
-        self.features = nn.Sequential(input_norm(norm, k), nn.Flatten())
+        frontend = ScatterFrontend(channels, size)
+        k, h, w = frontend.out_shape
+        self.features = FrontendThen(frontend, nn.Sequential(input_norm(norm, k), nn.Flatten()))
         self.head = nn.Linear(k * h * w, num_classes)
 
 
@@ -94,8 +109,8 @@ class ScatterCNN(ScatterNet):
 
     def __init__(self, *, num_classes: int, channels: int, size: int, norm: str, width: int = 16):
         super().__init__()
-        self.frontend = ScatterFrontend(channels, size)
-        k, h, w = self.frontend.out_shape
+        frontend = ScatterFrontend(channels, size)
+        k, h, w = frontend.out_shape
         convs = nn.Sequential(
             input_norm(norm, k),
             nn.Conv2d(k, width, 3, stride=2, padding=1), nn.Tanh(),
@@ -104,5 +119,5 @@ class ScatterCNN(ScatterNet):
         )
         with torch.no_grad():
             flat = convs(torch.zeros(2, k, h, w)).shape[1]
-        self.features = nn.Sequential(*convs, nn.Linear(flat, 32), nn.Tanh())
+        self.features = FrontendThen(frontend, nn.Sequential(*convs, nn.Linear(flat, 32), nn.Tanh()))
         self.head = nn.Linear(32, num_classes)

@@ -228,7 +228,7 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     params["device"] = p.device
     params["train_size"] = p.data.train_size
     params["calibration.order"] = p.calibration.order
-    params["feature_dim"] = getattr(p.model, "feature_dim", "")
+    params["feature_dim"] = getattr(p.method.unwrap(p.model), "feature_dim", "")  # inside any wrapper (Opacus)
     params.update(p.perf.as_params())
     params.update({f"method.{k}": v for k, v in p.method.describe().items()})
     tags = {

@@ -90,21 +90,30 @@ def batch_size_interval(n: int, sampling_rate: float, z: float = 6.0) -> tuple[i
     return max(0, math.floor(mean - z * sd)), math.ceil(mean + z * sd)
 
 
+def _windows(padded: torch.Tensor, h: int, w: int, pad: int, generator: torch.Generator, *,
+             flip: bool = False) -> torch.Tensor:
+    """An h x w window of each padded image, at a random offset in [0, 2 * pad] along each axis (x drawn first,
+    then y), mirrored left to right for a random half of the images when ``flip``; batched on the images' device."""
+    n = padded.shape[0]
+    dev = padded.device
+    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(dev)
+    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(dev)
+    rows = dy.view(n, 1) + torch.arange(h, device=dev).view(1, h)  # n, h
+    cols = dx.view(n, 1) + torch.arange(w, device=dev).view(1, w)  # n, w
+    if flip:
+        mirrored = (torch.rand(n, generator=generator) < 0.5).to(dev)
+        cols = torch.where(mirrored.view(n, 1), cols.flip(1), cols)
+    idx = torch.arange(n, device=dev).view(n, 1, 1)
+    out = padded.permute(0, 2, 3, 1)[idx, rows.view(n, h, 1), cols.view(n, 1, w)]  # n, h, w, c
+    return out.permute(0, 3, 1, 2).contiguous()
+
+
 def random_crop_flip(x: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.Tensor:
     """Random crop with ``pad`` pixels of zero padding and random horizontal flip, batched on x's device."""
     if x.shape[0] == 0:
         return x
-    n, _, h, w = x.shape
-    padded = torch.nn.functional.pad(x, (pad, pad, pad, pad))
-    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(x.device)
-    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(x.device)
-    flip = (torch.rand(n, generator=generator) < 0.5).to(x.device)
-    rows = (dy.view(n, 1) + torch.arange(h, device=x.device).view(1, h))  # n, h
-    cols = (dx.view(n, 1) + torch.arange(w, device=x.device).view(1, w))  # n, w
-    cols = torch.where(flip.view(n, 1), cols.flip(1), cols)
-    idx_n = torch.arange(n, device=x.device).view(n, 1, 1)
-    out = padded.permute(0, 2, 3, 1)[idx_n, rows.view(n, h, 1), cols.view(n, 1, w)]  # n, h, w, c
-    return out.permute(0, 3, 1, 2).contiguous()
+    _, _, h, w = x.shape
+    return _windows(torch.nn.functional.pad(x, (pad, pad, pad, pad)), h, w, pad, generator, flip=True)
 
 
 def shift(x: torch.Tensor, generator: torch.Generator, most: int, fill: torch.Tensor) -> torch.Tensor:
@@ -116,13 +125,7 @@ def shift(x: torch.Tensor, generator: torch.Generator, most: int, fill: torch.Te
     fill = fill.view(-1, c, 1, 1).to(x.dtype)
     padded = fill.expand(n, c, h + 2 * most, w + 2 * most).clone()
     padded[:, :, most: most + h, most: most + w] = x
-    dx = torch.randint(0, 2 * most + 1, (n,), generator=generator).to(x.device)
-    dy = torch.randint(0, 2 * most + 1, (n,), generator=generator).to(x.device)
-    rows = dy.view(n, 1) + torch.arange(h, device=x.device).view(1, h)
-    cols = dx.view(n, 1) + torch.arange(w, device=x.device).view(1, w)
-    idx = torch.arange(n, device=x.device).view(n, 1, 1)
-    out = padded.permute(0, 2, 3, 1)[idx, rows.view(n, h, 1), cols.view(n, 1, w)]
-    return out.permute(0, 3, 1, 2).contiguous()
+    return _windows(padded, h, w, most, generator)
 
 
 def cutout(x: torch.Tensor, generator: torch.Generator, size: int, fill: torch.Tensor) -> torch.Tensor:

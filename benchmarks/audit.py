@@ -389,8 +389,9 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
       canaries from the trained parameters. An example the model was trained on and then forgot leaves traces
       that make it quicker to relearn than one it never saw; every canary gets the same steps, so the score is
       a function of the released parameters and the public canaries alone;
-    - ``first_layer_projection``: ||first_layer_change(x_c)||^2 / ||x_c||^2: how strongly the change of the
-      first layer responds to the canary's input (independent of its label);
+    - ``first_layer_projection``: ||first_layer_change(u_c)||^2 / ||u_c||^2, u_c what the first weight layer
+      receives for the canary (its pixels, or a scatter model's fixed features of them): how strongly the change
+      of the first layer responds to the canary's input (independent of its label);
     - ``exclusive_weight_change`` (exclusive-support canaries, a dense first layer): the norm of the first
       layer's change theta_T - theta_0 on the canary's own input coordinates. Without the canary and without
       noise on the parameters it is exactly 0.
@@ -442,12 +443,28 @@ def _first_layer_projection(final: nn.Module, initial: nn.Module, x: torch.Tenso
     name, layer0 = _first_weight(initial)
     layer_t = dict(final.named_modules())[name]
     dw = layer_t.weight.detach() - layer0.weight.detach()
+    inputs = _layer_inputs(final, layer_t, x)
     with torch.no_grad():
         if isinstance(layer0, nn.Conv2d):
-            resp = F.conv2d(x, dw, None, layer0.stride, layer0.padding, layer0.dilation, layer0.groups)
+            resp = F.conv2d(inputs, dw, None, layer0.stride, layer0.padding, layer0.dilation, layer0.groups)
         else:
-            resp = F.linear(x.flatten(1), dw)
-        return (resp.flatten(1).pow(2).sum(1) / x.flatten(1).pow(2).sum(1).clamp_min(1e-12)).cpu().numpy()
+            resp = F.linear(inputs.flatten(1), dw)
+        return (resp.flatten(1).pow(2).sum(1) / inputs.flatten(1).pow(2).sum(1).clamp_min(1e-12)).cpu().numpy()
+
+
+@torch.no_grad()
+def _layer_inputs(model: nn.Module, layer: nn.Module, x: torch.Tensor, chunk: int = 500) -> torch.Tensor:
+    """What ``layer`` receives when ``model`` (in eval mode) is given each of ``x``: the images themselves for a
+    model whose first weight layer reads them, the fixed frontend's normalised output for a scatter model."""
+    got: list[torch.Tensor] = []
+    hook = layer.register_forward_pre_hook(lambda _module, args: got.append(args[0].detach()))
+    try:
+        model.eval()
+        for i in range(0, x.shape[0], chunk):
+            model(x[i: i + chunk])
+    finally:
+        hook.remove()
+    return torch.cat(got)
 
 
 def relearn_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, lr: float = RELEARN_LR,

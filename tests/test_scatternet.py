@@ -153,3 +153,33 @@ def test_dpsgd_on_a_scatter_model_clips_each_examples_own_gradient(name, mode, i
     m.train_step(module, opt, x, y)
     got = torch.cat([p.grad.flatten() for p in module.parameters()])
     torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4 * float(expected.abs().max()))
+
+
+def test_the_first_layer_projection_of_a_scatter_model_reads_the_features_its_first_layer_receives():
+    """The white-box score projects the canary onto the first weight layer's change, so it must use what that layer
+    reads: for scatter_linear the head's input (the normalised scattering features), not the pixels."""
+    from inputdp.benchmarks.audit import white_box_scores
+
+    torch.manual_seed(0)
+    initial = build_model("scatter_linear", num_classes=10, channels=1, size=28, norm="group")
+    final = build_model("scatter_linear", num_classes=10, channels=1, size=28, norm="group")
+    x, y = torch.randn(6, 1, 28, 28), torch.randint(0, 10, (6,))
+    got = white_box_scores(final, initial.state_dict(), x, y, ["first_layer_projection"])["first_layer_projection"]
+    with torch.no_grad():
+        u = final.eval().features(x)  # (6, 3969): frontend, GroupNorm, flatten
+        dw = final.head.weight - initial.head.weight
+        want = ((u @ dw.T).pow(2).sum(1) / u.pow(2).sum(1)).numpy()
+    assert u.shape == (6, 81 * 7 * 7) and abs(got - want).max() < 1e-5 * max(1.0, abs(want).max())
+
+
+@pytest.mark.parametrize("name", ["scatter_linear", "scatter_cnn"])
+def test_a_scatter_model_can_be_audited_with_every_general_score(name):
+    """`bench audit` on the best preset's DP-SGD model: the run trains on features (canaries included), the scores
+    read the images through the model's frontend, and every score gives a bound within [0, its ceiling]."""
+    from inputdp.benchmarks.audit import GENERAL_SCORES, audit
+
+    data = synthetic_data("mnist", 200, "cpu")
+    result = audit(_config(model=name, steps=2), canaries=20, canary_kind="random_pattern",
+                   perf=PerfFlags(device="cpu", progress=False), data=data)
+    assert {o.score for o in result.outcomes} == set(GENERAL_SCORES)
+    assert all(0.0 <= o.epsilon_lb <= o.ceiling for o in result.outcomes)

@@ -71,6 +71,8 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta", type=float)
     p.add_argument("--model")
     p.add_argument("--norm", help="auto | group | batch | none")
+    p.add_argument("--holdout", type=int, help="train without this many training examples (a fixed draw) and "
+                   "evaluate on them instead of the test split: to choose a recipe without the test set")
     p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE", help="a method option")
     p.add_argument("--data-dir", help="data directory (default: $INPUTDP_DATA, else the user cache)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
@@ -490,7 +492,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     methods = resolve_methods(args.methods)
     overrides = Overrides(
         epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate, lr=args.lr, momentum=args.momentum,
-        lr_warmup_steps=args.warmup_steps,
+        lr_warmup_steps=args.warmup_steps, holdout=args.holdout,
         delta=args.delta, model=args.model, norm=args.norm, data_dir=args.data_dir,
         method_options=parse_options(args.option, methods),
     )
@@ -507,12 +509,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         perf.resolve_device()
     outcome = run_sweep(configs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=_executor_options(args))
-    print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{'test_acc':>10}{'median_epoch_s':>16}{'eps_spent':>11}")
+    if args.holdout:
+        print(f"accuracy on {args.holdout} held-out training examples (--holdout), not on the test split")
+    acc_label = "holdout_acc" if args.holdout else "test_acc"
+    print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{acc_label:>12}{'median_epoch_s':>16}{'eps_spent':>11}")
     for r in outcome.ran:
         m, c = r.metrics, r.config
         eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
         spent = "inf" if not math.isfinite(m["final_epsilon_spent"]) else f"{m['final_epsilon_spent']:.4f}"
-        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m['final_test_accuracy']:>10.4f}"
+        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m['final_test_accuracy']:>12.4f}"
               f"{m['median_epoch_time_s']:>16.2f}{spent:>11}")
     if outcome.skipped:
         print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")

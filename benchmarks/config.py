@@ -89,6 +89,9 @@ class RunConfig:
     model_width: int = 0
     train_examples: int = 0  # 0: the whole training split
     test_examples: int = 0  # 0: the whole test split
+    # > 0: this many training examples (a fixed draw, the same for every run) are taken out of training and the run is
+    # evaluated on them instead of the test split: for choosing a recipe without looking at the test set
+    holdout: int = 0
     eval_batch_size: int = 1000
     lr_warmup_steps: int = 0  # linear learning-rate warm-up over the first steps (0: none)
     data_dir: str | None = None
@@ -107,7 +110,7 @@ class RunConfig:
         _check(isinstance(self.seed, int) and 0 <= self.seed <= MAX_SEED,
                f"seed={self.seed!r} is not allowed: seeds are integers in [0, 2**63 - 1]")
         _check(self.norm in NORMS, f"norm={self.norm!r} is not allowed: choose one of {', '.join(NORMS)}")
-        for name in ("train_examples", "test_examples", "model_width", "lr_warmup_steps"):
+        for name in ("train_examples", "test_examples", "holdout", "model_width", "lr_warmup_steps"):
             v = getattr(self, name)
             _check(isinstance(v, int) and v >= 0, f"{name}={v!r} is not allowed: it must be an integer >= 0")
         _check(isinstance(self.eval_batch_size, int) and self.eval_batch_size >= 1,
@@ -149,6 +152,8 @@ class RunConfig:
         """What decides the result: everything except where the data lives."""
         d = self.to_dict()
         d.pop("data_dir")
+        if not d["holdout"]:  # runs on the test split keep the keys they had before holdout existed
+            d.pop("holdout")
         return d
 
     def key(self) -> str:

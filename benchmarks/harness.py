@@ -21,7 +21,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from inputdp.datasets import DatasetInfo, TensorData, blank_value, load_tensor_data
+from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
 from inputdp.methods import create_method
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
@@ -189,7 +189,12 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
                                 train_examples=config.train_examples, test_examples=config.test_examples)
-    config.privacy.check_delta_for(data.train_size)
+    if config.holdout:
+        if method.public_inputs_from_test:
+            raise ConfigError(f"holdout={config.holdout} is not allowed with {config.method}: it takes public inputs "
+                              "from the test split, which a held-out run replaces by private training examples")
+        check_holdout(config.holdout, data.train_size)
+    config.privacy.check_delta_for(data.train_size - config.holdout)
     t0 = time.perf_counter()
     calibration = method.calibrate(config.privacy)
     calibration_seconds = time.perf_counter() - t0
@@ -200,6 +205,8 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     key = (config.dataset, config.data_dir, config.train_examples, config.test_examples, device) if loaded_here else None
     data, frontend_seconds = with_frontend_features(model, data, augmented=config.augment or method.augments_inputs,
                                                     cache_key=key, progress=perf.progress)
+    if config.holdout:  # after the frontend, so held-out and test runs share one computation of the features
+        data = data.hold_out(config.holdout)
     method.initialise(model)
     # the untrained parameters, only when asked (the audit's white-box scores): a copy of the whole model
     initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()} if keep_initial else None

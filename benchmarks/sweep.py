@@ -41,6 +41,7 @@ class Overrides:
     optimizer: str | None = None
     train_examples: int | None = None
     lr_warmup_steps: int | None = None
+    holdout: int | None = None
     data_dir: str | None = None
     method_options: dict[str, dict[str, Any]] = field(default_factory=dict)
 
@@ -97,7 +98,7 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
         momentum=pick(o.momentum, "momentum"), seed=seed, preset=preset, augment=own.get("augment", s.augment),
         norm=o.norm or own.get("norm", s.norm), model_width=pick(o.model_width, "model_width"),
         train_examples=pick(o.train_examples, "train_examples"), test_examples=s.test_examples, data_dir=o.data_dir,
-        lr_warmup_steps=pick(o.lr_warmup_steps, "lr_warmup_steps"),
+        lr_warmup_steps=pick(o.lr_warmup_steps, "lr_warmup_steps"), holdout=o.holdout or 0,
     )
 
 

@@ -15,6 +15,8 @@ from .registry import DATASETS, DatasetInfo, data_dir_from
 
 # Subsets (smoke runs) are drawn with this fixed seed, so every run seed sees the same examples.
 SUBSET_SEED = 20240101
+# The held-out split (``TensorData.hold_out``) is drawn with this one, whatever the run's seed.
+HOLDOUT_SEED = 20261201
 
 
 @dataclass
@@ -32,6 +34,22 @@ class TensorData:
     @property
     def shape(self) -> tuple[int, int, int]:
         return tuple(self.x_train.shape[1:])  # type: ignore[return-value]
+
+    def hold_out(self, n: int) -> TensorData:
+        """``n`` training examples, drawn with a fixed seed (the same for every run), become the evaluation split
+        and leave training; the test split is set aside. What a recipe search should be judged on."""
+        total = self.train_size
+        check_holdout(n, total)
+        perm = torch.randperm(total, generator=torch.Generator().manual_seed(HOLDOUT_SEED))
+        held, kept = perm[:n].sort().values, perm[n:].sort().values
+        held, kept = held.to(self.x_train.device), kept.to(self.x_train.device)
+        return TensorData(self.info, self.x_train[kept], self.y_train[kept], self.x_train[held], self.y_train[held])
+
+
+def check_holdout(n: int, total: int) -> None:
+    if not (isinstance(n, int) and 0 < n < total):
+        raise ConfigError(f"holdout={n!r} is not allowed: it must be an integer in [1, {total - 1}] "
+                          f"(the data set has {total} training examples)")
 
 
 def _missing(info: DatasetInfo, root, err: Exception) -> ConfigError:

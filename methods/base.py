@@ -181,6 +181,10 @@ class Method(ABC):
         average of its iterates, a post-processing of them)."""
         return model
 
+    #: True when the method takes public inputs from the test split (PATE's student): a run that evaluates on
+    #: held-out training examples instead (``RunConfig.holdout``) would hand it private ones, so it is refused.
+    public_inputs_from_test: bool = False
+
     @property
     def augments_inputs(self) -> bool:
         """True when the method itself transforms the images it trains on (DP-SGD's augmult, PATE's shifted

@@ -52,12 +52,17 @@ def _col(df: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
     return df[name] if name in df.columns else pd.Series(default, index=df.index)
 
 
-def _method_label(method: pd.Series, precision: pd.Series, variant: pd.Series | None = None) -> pd.Series:
+def _method_label(method: pd.Series, precision: pd.Series, variant: pd.Series | None = None,
+                  holdout: pd.Series | None = None) -> pd.Series:
     """A run in another precision than float32 is its own row: "dirichlet_softmax [bf16]"; so is a run of another
-    recipe (the method's variant options): "pate [student=semi_supervised]"."""
+    recipe (the method's variant options): "pate [student=semi_supervised]", and a run evaluated on held-out
+    training examples instead of the test split: "dpsgd [holdout 5000]" (a recipe search's, not a result)."""
     if variant is not None:
         other = variant.notna() & (variant.astype(str) != "")
         method = method.where(~other, method + " [" + variant.astype(str) + "]")
+    if holdout is not None:
+        n = pd.to_numeric(holdout, errors="coerce").fillna(0)
+        method = method.where(n <= 0, method + " [holdout " + n.astype(int).astype(str) + "]")
     other = precision.notna() & (precision != "float32")
     return method.where(~other, method + " [" + precision.astype(str) + "]")
 
@@ -73,7 +78,7 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "preset": _col(runs, f"tags.{names.TAG_PRESET}"),
         "model": _col(runs, f"params.{names.PARAM_MODEL}"),
         "method": _method_label(_col(runs, f"tags.{names.TAG_METHOD}"), _col(runs, f"tags.{names.TAG_PRECISION}"),
-                                _col(runs, f"tags.{names.TAG_VARIANT}")),
+                                _col(runs, f"tags.{names.TAG_VARIANT}"), _col(runs, "params.holdout")),
         "epsilon": pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce"),
         "delta": pd.to_numeric(_col(runs, f"params.{names.PARAM_DELTA}"), errors="coerce"),
         "q": pd.to_numeric(_col(runs, f"params.{names.PARAM_SAMPLING_RATE}"), errors="coerce"),

@@ -141,6 +141,8 @@ class PATE(Method):
                            details={"noise_scale": scale, "queries": self.options["queries"],
                                     "threshold": self.options["threshold"]})
 
+    public_inputs_from_test = True
+
     @property
     def augments_inputs(self) -> bool:
         return int(self.options["teacher_shift"]) > 0 or self.options["student"] == "semi_supervised"

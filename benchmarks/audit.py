@@ -186,6 +186,12 @@ def resolve_scores(text: str, canary_kind: str, model: str) -> tuple[str, ...]:
     return general + (("exclusive_weight_change",) if dense else ())
 
 
+def check_no_holdout(config: RunConfig) -> None:
+    """An audit trains on every example it is given, canaries included: a held-out draw could take canaries out."""
+    if config.holdout:
+        raise ConfigError(f"holdout={config.holdout} is not allowed in an audit: it would hold out canaries too")
+
+
 def check_arguments(*, canary_kind: str, canaries: int, pattern_scale: float, scores: Sequence[str] | None = None,
                     model: str | None = None, minimum: int = 2) -> None:
     """Every audit argument that needs no data: checked before any data is read or any run is opened.
@@ -534,6 +540,7 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
           scores: Sequence[str] | str = "auto", perf: PerfFlags | None = None, tracker=None,
           data: TensorData | None = None, beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> AuditResult:
     """Train ``config`` once with m canaries, each in with probability 1/2, and bound epsilon from the scores."""
+    check_no_holdout(config)
     if isinstance(scores, str):
         scores = resolve_scores(scores, canary_kind, config.model)
     check_arguments(canary_kind=canary_kind, canaries=canaries, pattern_scale=pattern_scale, scores=scores,

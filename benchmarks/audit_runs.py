@@ -37,7 +37,16 @@ from scipy import stats
 from inputdp.datasets import TensorData, load_tensor_data
 
 from . import names
-from .audit import BETA, BLACK_BOX, PATTERN_SCALE, black_box_scores, make_canaries, white_box_scores, with_canaries
+from .audit import (
+    BETA,
+    BLACK_BOX,
+    PATTERN_SCALE,
+    black_box_scores,
+    check_no_holdout,
+    make_canaries,
+    white_box_scores,
+    with_canaries,
+)
 from .config import PerfFlags, RunConfig
 from .errors import ConfigError
 from .executors import get_executor
@@ -264,6 +273,7 @@ def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: st
                     beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> MultiRunResult:
     """N runs of ``config`` (seeds config.seed, config.seed + 1, ...), half with one canary; the bound as above."""
     check_runs(runs)
+    check_no_holdout(config)
     perf = perf or PerfFlags(progress=False)
     base_seed = config.seed
     included = assign_inclusion(runs, base_seed)

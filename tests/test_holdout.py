@@ -101,3 +101,13 @@ def test_bench_run_with_holdout_says_so_and_the_leaderboard_keeps_it_apart(share
     train, audits = tidy(load_runs(uri))
     board = leaderboard(train, audits)
     assert sorted(board["method"]) == ["nonprivate", "nonprivate [holdout 500]"]
+
+
+def test_an_audit_refuses_a_holdout_that_could_take_its_canaries_out():
+    from inputdp.benchmarks.audit import audit
+    from inputdp.benchmarks.audit_runs import multi_run_audit
+
+    with pytest.raises(ConfigError, match="holdout=20 is not allowed in an audit"):
+        audit(_config(), canaries=10, perf=QUIET, data=_numbered())
+    with pytest.raises(ConfigError, match="holdout=20 is not allowed in an audit"):
+        multi_run_audit(_config(), runs=8, canary_kind="random_pattern", score="loss", perf=QUIET)

@@ -185,14 +185,12 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
         torch.set_num_threads(perf.threads)
     seed_everything(config.seed)
     method = create_method(config.method, dict(config.method_options))
+    method.check_holdout(config.holdout)
     loaded_here = data is None
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
                                 train_examples=config.train_examples, test_examples=config.test_examples)
     if config.holdout:
-        if method.public_inputs_from_test:
-            raise ConfigError(f"holdout={config.holdout} is not allowed with {config.method}: it takes public inputs "
-                              "from the test split, which a held-out run replaces by private training examples")
         check_holdout(config.holdout, data.train_size)
     config.privacy.check_delta_for(data.train_size - config.holdout)
     t0 = time.perf_counter()

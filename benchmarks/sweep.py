@@ -120,7 +120,8 @@ def expand(*, methods: Sequence[str], dataset: str, preset: str, epsilons: Seque
 
 def check_feasible(configs: Sequence[RunConfig]) -> None:
     """Calibrate each distinct (method, options, privacy) once, before any data is loaded or run started: a target
-    a method cannot meet is refused in one line up front, not after the first runs of a sweep (milliseconds each)."""
+    a method cannot meet (or a held-out run it cannot take) is refused in one line up front, not after the first runs
+    of a sweep (milliseconds each)."""
     from inputdp.methods import create_method
 
     seen: set[str] = set()
@@ -128,7 +129,9 @@ def check_feasible(configs: Sequence[RunConfig]) -> None:
         key = repr((c.method, sorted(c.method_options.items()), c.privacy))
         if key not in seen:
             seen.add(key)
-            create_method(c.method, c.method_options).calibrate(c.privacy)
+            method = create_method(c.method, c.method_options)
+            method.check_holdout(c.holdout)
+            method.calibrate(c.privacy)
 
 
 @dataclass

@@ -185,6 +185,12 @@ class Method(ABC):
     #: held-out training examples instead (``RunConfig.holdout``) would hand it private ones, so it is refused.
     public_inputs_from_test: bool = False
 
+    def check_holdout(self, holdout: int) -> None:
+        """Refuse a held-out run (``RunConfig.holdout``) where the test split is the method's public data."""
+        if holdout and self.public_inputs_from_test:
+            raise ConfigError(f"holdout={holdout} is not allowed with {self.name}: it takes public inputs from the "
+                              "test split, which a held-out run replaces by private training examples")
+
     @property
     def augments_inputs(self) -> bool:
         """True when the method itself transforms the images it trains on (DP-SGD's augmult, PATE's shifted

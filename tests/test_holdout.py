@@ -76,9 +76,17 @@ def test_a_scatter_models_held_out_run_splits_the_features_computed_for_the_whol
     assert p.data.train_size == 50 and tuple(p.data.x_test.shape) == (10, 81, 7, 7)
 
 
-def test_pate_refuses_a_holdout_its_public_inputs_would_be_private_examples():
+def test_pate_refuses_a_holdout_its_public_inputs_would_be_private_examples(monkeypatch):
+    from inputdp.benchmarks.sweep import check_feasible
+
+    def no_data(*args, **kwargs):
+        raise AssertionError("data was loaded before the refusal")
+
+    monkeypatch.setattr(harness, "load_tensor_data", no_data)
     with pytest.raises(ConfigError, match="holdout=20 is not allowed with pate: it takes public inputs"):
-        harness.prepare(_config("pate"), QUIET, _numbered())
+        harness.prepare(_config("pate"), QUIET)  # refused before any data is read
+    with pytest.raises(ConfigError, match="holdout=20 is not allowed with pate: it takes public inputs"):
+        check_feasible([_config("dpsgd"), _config("pate")])  # a sweep refuses it before its first run
 
 
 def test_runs_on_the_test_split_keep_their_keys_and_a_held_out_run_is_another_run():

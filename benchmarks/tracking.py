@@ -263,10 +263,23 @@ def reap(mlflow_client, exp_id: str, runs: list, keep: str | None = None) -> tup
             continue
         if is_alive(r):
             alive.append(r)
-        else:
+            continue
+        try:
             mlflow_client.set_terminated(r.info.run_id, status="FAILED")
-            marked += 1
+        except Exception:
+            if _withdrawn(mlflow_client, r.info.run_id):
+                continue  # a claim withdrawn (deleted) or ended since the list was read: nothing to mark
+            raise
+        marked += 1
     return alive, marked
+
+
+def _withdrawn(mlflow_client, run_id: str) -> bool:
+    try:
+        info = mlflow_client.get_run(run_id).info
+    except Exception:
+        return True  # gone altogether
+    return info.lifecycle_stage == "deleted" or info.status not in UNFINISHED
 
 
 @dataclass

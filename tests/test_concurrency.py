@@ -78,6 +78,21 @@ def test_a_live_run_is_left_alone_and_a_dead_one_reaped(tmp_path):
     assert [r.info.status for r in _runs(uri)] == ["FAILED"]
 
 
+def test_a_run_withdrawn_after_the_list_was_read_is_not_reaped_and_not_an_error(tmp_path):
+    """Another thread's pending claim can be listed, then withdrawn (deleted) before this one marks it: found
+    under load in a full test run, where marking the deleted run raised and killed the claiming thread."""
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    ended = subprocess.Popen([sys.executable, "-c", "pass"])
+    ended.wait()  # its pid names no live process: the run reads as dead
+    gone = _fake_run(uri, "k2", pid=ended.pid, host=socket.gethostname(), heartbeat=time.time())
+    c = client(uri)
+    exp = experiment_id(c)
+    listed = tracking.runs_with_key(c, exp, "k2")
+    c.delete_run(gone)
+    assert tracking.reap(c, exp, listed) == ([], 0)
+    assert c.get_run(gone).info.lifecycle_stage == "deleted"
+
+
 def test_another_hosts_run_lives_by_its_heartbeat(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     fresh = _fake_run(uri, "k2", pid=1, host="another-host", heartbeat=time.time())

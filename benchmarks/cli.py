@@ -456,8 +456,9 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
 
 
 def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int:
-    """r* (or sigma) for every data set of a preset at each epsilon, as a Markdown table."""
-    from inputdp.methods import create_method
+    """The noise (r* or sigma) for every data set of a preset at each epsilon, as a Markdown table; one row per
+    accountant the method offers (side by side), unless ``--option accountant=NAME`` picks one."""
+    from inputdp.methods import METHODS, create_method
 
     from .config import PrivacySpec
     from .presets import PRESETS
@@ -465,24 +466,38 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
 
     preset = PRESETS.get(args.preset)
     epsilons = parse_list(args.epsilons, float, "--epsilons")
-    rows = []
+    cls = METHODS.get(args.method).load()
+    accountants = ([None] if "accountant" in options or "accountant" not in cls.option_defaults
+                   else list(getattr(cls, "accountants", (cls.option_defaults["accountant"],))))
+    rows, lines = [], []
     for dataset, s in preset.per_dataset.items():
-        method = create_method(args.method, {**s.method_options.get(args.method, {}), **options})
-        cells = []
-        for eps in epsilons:
-            cal = method.calibrate(PrivacySpec(epsilon=eps, delta=args.delta or s.delta, sampling_rate=s.sampling_rate,
-                                               steps=s.steps))
-            key = next(iter(cal.noise))
-            cells.append(cal.noise[key])
-            rows.append({"dataset": dataset, "q": s.sampling_rate, "steps": s.steps, "epsilon": eps, key: cal.noise[key],
-                         "achieved_epsilon": cal.epsilon, "order": cal.order, "calibration_seconds": cal.seconds})
-        if not args.json:
-            if len(rows) == len(epsilons):
-                print("| data set | q | T | " + " | ".join(f"{key} at eps={e:g}" for e in epsilons) + " |")
-                print("|---|---|---|" + "---|" * len(epsilons))
-            print(f"| {dataset} | {s.sampling_rate:.6g} | {s.steps} | " + " | ".join(f"{c:.4f}" for c in cells) + " |")
+        for accountant in accountants:
+            chosen = {} if accountant is None else {"accountant": accountant}
+            method = create_method(args.method, {**s.method_options.get(args.method, {}), **options, **chosen})
+            cells = []
+            for eps in epsilons:
+                cal = method.calibrate(PrivacySpec(epsilon=eps, delta=args.delta or s.delta,
+                                                   sampling_rate=s.sampling_rate, steps=s.steps))
+                key = next(iter(cal.noise))
+                cells.append(cal.noise[key])
+                rows.append({"dataset": dataset, "q": s.sampling_rate, "steps": s.steps, "epsilon": eps,
+                             key: cal.noise[key], "achieved_epsilon": cal.epsilon, "order": cal.order,
+                             **{k: v for k, v in cal.details.items() if k not in cal.noise},
+                             "calibration_seconds": cal.seconds})
+            label = cal.details.get("accountant", "")
+            lines.append(f"| {dataset} | {s.sampling_rate:.6g} | {s.steps} | {label} | "
+                         + " | ".join(f"{c:.4f}" for c in cells) + " |")
     if args.json:
         print(json.dumps(rows))
+    else:
+        print("| data set | q | T | accountant | " + " | ".join(f"{key} at eps={e:g}" for e in epsilons) + " |")
+        print("|---|---|---|---|" + "---|" * len(epsilons))
+        print("\n".join(lines))
+        if any("epsilon_vectors_lower" in r for r in rows):
+            print("\nThe released vectors spend at least (per-example curve, lower bound at delta):")
+            for r in rows:
+                print(f"  {r['dataset']} {r.get('accountant', '')} eps={r['epsilon']:g}: "
+                      f"{r['epsilon_vectors_lower']:.4g} (bracket up to {r['epsilon_vectors_upper']:.4g})")
     return 0
 
 

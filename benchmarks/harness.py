@@ -333,7 +333,7 @@ def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunRes
         "calibration_seconds": p.calibration_seconds, "frontend_seconds": p.frontend_seconds,
         "peak_memory_mb": memory.peak_mb,
         "final_epsilon_spent": spent, "epsilon_target": config.privacy.epsilon, "epochs": 1,
-        "total_steps": out.steps, "eval_examples": int(out.y_eval.shape[0]), **out.metrics,
+        "total_steps": out.steps, "eval_examples": int(out.y_eval.shape[0]), **out.metrics, **p.claim.as_metrics(),
     }
     return RunResult(config, final, [last], p.claim, p.calibration, p.norm, p.lr_info, out.model)
 
@@ -412,6 +412,7 @@ def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> Ru
         "epsilon_target": spec.epsilon,
         "epochs": len(history),
         "total_steps": steps_done,
+        **p.claim.as_metrics(),
     }
     return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, model)
 

@@ -33,6 +33,9 @@ TAG_PRIVACY_MECHANISM = "privacy.mechanism"
 TAG_PRIVACY_PROTECTS = "privacy.protects"
 TAG_PRIVACY_SCOPE = "privacy.scope"
 TAG_PRIVACY_NEEDS_PUBLIC_DATA = "privacy.needs_public_data"
+TAG_PRIVACY_ACCOUNTANT = "privacy.accountant"  # which accountant computed the claimed epsilon
+TAG_PRIVACY_ADJACENCY = "privacy.adjacency"  # the neighbouring relation of that accountant's theorem
+TAG_PRIVACY_GUARANTEE = "privacy.guarantee"  # "false" where the epsilon is not a guarantee of any output
 
 # --- params (RunConfig.flat() names, and what the harness adds) ----------------------------------------------
 PARAM_MODEL = "model"
@@ -49,6 +52,10 @@ METRIC_FINAL_EPSILON_SPENT = "final_epsilon_spent"
 METRIC_EPSILON_SPENT = "epsilon_spent"
 METRIC_EPSILON_DD_SANITISED = "epsilon_data_dependent_sanitised"  # PATE: a report beside the claim, not the claim
 METRIC_EPSILON_LB = "epsilon_lb"
+#: per-example releases (dirichlet_softmax, gaussian_penultimate): a rigorous lower bound on the epsilon that the
+#: released vectors spend at the run's noise, and the paper's accountant's epsilon at that noise
+METRIC_VECTORS_EPSILON_LB = "epsilon_vectors_lb"
+METRIC_PAPER_EPSILON = "epsilon_paper_accountant"
 METRIC_EPSILON_LB_CEILING = "epsilon_lb_ceiling"
 METRIC_AUDIT_GUESSES = "audit_guesses"
 METRIC_AUDIT_CORRECT = "audit_correct"

@@ -92,6 +92,11 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
     privacy = PrivacySpec(epsilon=epsilon, delta=o.delta if o.delta is not None else s.delta,
                           sampling_rate=q, steps=steps)
     options = {**s.method_options.get(method, {}), **o.method_options.get(method, {})}
+    # the accountant decides the noise and the claim: it is written into the configuration (and so its key) even
+    # when it is the method's default, so a changed default never reuses a stored run of the other accountant
+    defaults = METHODS.get(method).load().option_defaults
+    if "accountant" in defaults:
+        options.setdefault("accountant", defaults["accountant"])
     return RunConfig(
         method=method, dataset=dataset, model=o.model or own.get("model", s.model), privacy=privacy,
         method_options=options, optimizer=o.optimizer or own.get("optimizer", "sgd"), lr=pick(o.lr, "lr"),

@@ -1,8 +1,13 @@
 """Dirichlet-softmax: the main paper's Algorithm 1 (THEORY.md, "Dirichlet-softmax").
 
 Each step, on the Poisson batch: s = softmax(f(x)); p~ ~ Dir(r*s + alpha*1) (reparameterised); loss = mean of
--log p~_y with the public label y. r is the largest value whose subsampled-RDP epsilon over T steps meets the
-target (the paper's eq. 12). No noise at evaluation.
+-log p~_y with the public label y. No noise at evaluation. r is the largest value whose epsilon over T steps meets
+the target by the run's accountant (THEORY.md, "Per-example releases under Poisson sampling"):
+
+- ``accountant=per_example`` (the default): the exact curve of one example's own vectors for a fixed model, one
+  input replaced (the corner pair s = e_1, s' = e_2), a lower bound on what the training releases;
+- ``accountant=paper``: the paper's subsampled-RDP accountant (its eq. 12), reported for comparison with the paper;
+  its theorem does not apply to a per-example release, and each run logs what the vectors spend at least.
 
 Expected behaviour (derived in THEORY.md, "The expected loss and kappa"; checked by Monte Carlo in the tests):
 E[-log p~_y] = psi(r + d*alpha) - psi(r*s_y + alpha) and grad_z E = kappa * (s - e_y) with
@@ -22,10 +27,20 @@ from torch.distributions import Gamma
 from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.errors import ConfigError
 
+from . import per_example_release as per_example
 from .accounting import InfeasibleTarget, calibrate_parameter, dirichlet_epsilon
+from .accounting.per_example import (
+    NoFiniteEpsilon,
+    calibrate_dirichlet_r,
+    dirichlet_corner,
+    dirichlet_vectors_epsilon,
+    discretisation_for,
+    per_example_pld,
+)
 from .base import Calibration, Method, PrivacyClaim
 
 LR_RULES = ("fixed", "kappa")
+ACCOUNTANTS = (per_example.PER_EXAMPLE, "paper")
 #: the paper's Section 3.6 reads kappa at this predicted probability of the true class
 KAPPA_REFERENCE_SY = 0.9
 
@@ -65,7 +80,12 @@ def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float)
 
 class DirichletSoftmax(Method):
     name = "dirichlet_softmax"
-    option_defaults = {"alpha": 3.0, "lr_rule": "fixed"}
+    option_defaults = {"alpha": 3.0, "lr_rule": "fixed", "accountant": per_example.PER_EXAMPLE,
+                       "adjacency": per_example.AUTO}
+    #: the accountant makes another claim, and another noise: its own leaderboard row
+    variant_options = ("accountant",)
+    #: the accountants a run may choose (option ``accountant``); ``bench calibrate`` shows them side by side
+    accountants = ACCOUNTANTS
 
     def __init__(self, **options: Any):
         super().__init__(**options)
@@ -75,6 +95,11 @@ class DirichletSoftmax(Method):
         self.options["alpha"] = float(a)
         if self.options["lr_rule"] not in LR_RULES:
             raise ConfigError(f"lr_rule={self.options['lr_rule']!r} is not allowed: choose one of {', '.join(LR_RULES)}")
+        if self.options["accountant"] not in ACCOUNTANTS:
+            raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose one of "
+                              f"{', '.join(ACCOUNTANTS)}")
+        self.adjacency = per_example.resolve_adjacency(self.name, self.options["accountant"],
+                                                       self.options["adjacency"])
 
     @property
     def alpha(self) -> float:
@@ -85,29 +110,49 @@ class DirichletSoftmax(Method):
         return self._need_calibration()[1].noise["r"]
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
+        q, steps, delta = spec.sampling_rate, spec.steps, spec.delta
         try:
-            r, eps, order = calibrate_r(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                                        steps=spec.steps, alpha=self.alpha)
-        except InfeasibleTarget as err:
+            if self.options["accountant"] == per_example.PER_EXAMPLE:
+                r = calibrate_dirichlet_r(epsilon=spec.epsilon, delta=delta, q=q, steps=steps, alpha=self.alpha)
+                eps, order = self._per_example_epsilon(r, spec, steps), None
+            else:
+                r, eps, order = calibrate_r(epsilon=spec.epsilon, delta=delta, sampling_rate=q, steps=steps,
+                                            alpha=self.alpha)
+        except (InfeasibleTarget, NoFiniteEpsilon) as err:
             raise ConfigError(str(err)) from None
+        vectors = dirichlet_vectors_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta)
+        paper = dirichlet_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta)[0] if r < self.alpha \
+            else math.inf
         return Calibration(noise={"r": r}, epsilon=eps, order=order,
-                           details={"alpha": self.alpha, "r_over_alpha": r / self.alpha})
+                           details={"accountant": self.options["accountant"], "alpha": self.alpha,
+                                    "r_over_alpha": r / self.alpha, "epsilon_paper_accountant": paper,
+                                    **vectors.as_dict("epsilon_vectors")})
+
+    def _per_example_epsilon(self, r: float, spec: PrivacySpec, steps: int) -> float:
+        """The per-example curve's upper (pessimistic) epsilon after ``steps`` of the spec's T, on the grid the
+        calibration used, so that the ledger and the calibration agree."""
+        h = discretisation_for(spec.sampling_rate, spec.steps)
+        pld = per_example_pld(dirichlet_corner(r, self.alpha), spec.sampling_rate, steps, pessimistic=True, h=h)
+        return max(0.0, float(pld.get_epsilon_for_delta(spec.delta)))
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
+        accountant = self.options["accountant"]
+        lower = cal.details["epsilon_vectors_lower"]
         return PrivacyClaim(
             mechanism="dirichlet", parameters={"r": cal.noise["r"], "alpha": self.alpha},
             sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps, epsilon=cal.epsilon, delta=spec.delta,
-            protects="inputs",
-            scope=("the noisy softmax vectors released during training (labels are public); the trained "
-                   "parameters also depend on each input through the network's backward pass, which the "
-                   "guarantee does not cover: the audit measures that leakage"),
+            protects="inputs", accountant=accountant, adjacency=per_example.ADJACENCY_TEXT[self.adjacency],
+            guarantee=False, vectors_epsilon_lb=lower, paper_epsilon=cal.details["epsilon_paper_accountant"],
+            scope=per_example.scope(accountant=accountant, released="noisy softmax vectors", lower_bound=lower),
         )
 
     def epsilon_spent(self, steps_done: int) -> float:
         spec, cal = self._need_calibration()
         if steps_done <= 0:
             return 0.0
+        if self.options["accountant"] == per_example.PER_EXAMPLE:
+            return self._per_example_epsilon(cal.noise["r"], spec, steps_done)
         return dirichlet_epsilon(r=cal.noise["r"], alpha=self.alpha, q=spec.sampling_rate, steps=steps_done,
                                  delta=spec.delta)[0]
 

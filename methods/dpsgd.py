@@ -128,7 +128,9 @@ class DPSGD(SubsampledGaussianMethod):
             mechanism="subsampled_gaussian", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]},
             epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
-            scope="every iterate of the model parameters (each example's input and label, add/remove one example)",
+            accountant=self.options["accountant"], adjacency="add/remove one example",
+            scope=("every iterate of the model parameters (each example's input and label, add/remove one example): "
+                   "each step releases one noised sum of clipped gradients, so Poisson subsampling amplifies it"),
         )
 
     def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup):

@@ -54,14 +54,17 @@ class SubsampledGaussianMethod(Method):
     sigma from the matched spec, the ledger from the same accountant. Subclasses name their clipping option."""
 
     clip_option: str = "max_grad_norm"
+    #: the accountants a run may choose (option ``accountant``)
+    accountants: tuple[str, ...] = ACCOUNTANTS
 
     def __init__(self, **options: Any):
         super().__init__(**options)
         c = self.options[self.clip_option]
         if not (isinstance(c, (int, float)) and c > 0 and c < float("inf")):
             raise ConfigError(f"{self.clip_option}={c!r} is not allowed: the clipping norm must be a finite number > 0")
-        if self.options["accountant"] not in ACCOUNTANTS:
-            raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose rdp or prv")
+        if self.options["accountant"] not in self.accountants:
+            raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose one of "
+                              f"{', '.join(self.accountants)}")
 
     @property
     def sigma(self) -> float:

@@ -10,16 +10,21 @@ layer's width. The exact reading implemented here:
 3. release h~ = h_c + N(0, sigma^2 C^2 I_k) (independent noise on each of the k coordinates);
 4. logits = head(h~); loss = mean cross-entropy with the public label; one optimizer step. No noise at evaluation.
 
-Accounting: each step is a Poisson-subsampled Gaussian mechanism with L2 sensitivity C (an example's
-clipped feature vector present or absent, the same add/remove convention Opacus uses for DP-SGD), so sigma
-comes from the same subsampled-Gaussian accountant and calibration as DP-SGD for the matched (epsilon, delta, q, T).
-The width dependence is
-the point of the comparison: the noise vector's norm is about sigma*C*sqrt(k) against a signal of norm <= C,
-so the signal-to-noise ratio falls as 1/sqrt(k).
+Accounting (THEORY.md, "Per-example releases under Poisson sampling"): each step releases one noisy vector per
+sampled example, not a noised sum, so DP-SGD's subsampled-Gaussian theorem does not apply to it.
 
-Scope: the guarantee covers the noisy feature vectors h~ released during training. The feature extractor's
-parameters are updated by back-propagating through the clean network at the private input, unclipped, so
-the trained parameters are not covered by it: the audit measures what they leak.
+- ``accountant=per_example`` (the default): the exact curve of one example's own vectors for a fixed model, one
+  input replaced: sensitivity 2C (h' = -h on the clipping sphere), mu = 2 / sigma per release, composed over the
+  Poisson steps; a lower bound on what the training releases.
+- ``accountant=rdp`` or ``prv``: DP-SGD's subsampled-Gaussian accountant with sensitivity C, as "similar to
+  DP-SGD" reads; a number for comparison, logged with what the vectors spend at least at that sigma.
+
+The width dependence is the point of the comparison: the noise vector's norm is about sigma*C*sqrt(k) against a
+signal of norm <= C, so the signal-to-noise ratio falls as 1/sqrt(k).
+
+Scope: neither number is a guarantee of any output of the training. The feature extractor's parameters are
+updated by back-propagating through the clean network at the private input, unclipped: the audit measures what
+they leak.
 """
 
 from __future__ import annotations
@@ -30,8 +35,24 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from .base import PrivacyClaim, TrainingSetup
-from .gaussian_accounting import SubsampledGaussianMethod
+from inputdp.benchmarks.config import PrivacySpec
+from inputdp.benchmarks.errors import ConfigError
+
+from . import per_example_release as per_example
+from .accounting.calibration import InfeasibleTarget
+from .accounting.per_example import (
+    NoFiniteEpsilon,
+    calibrate_gaussian_sigma,
+    discretisation_for,
+    gaussian_pair,
+    gaussian_vectors_epsilon,
+    per_example_pld,
+)
+from .base import Calibration, PrivacyClaim, TrainingSetup
+from .gaussian_accounting import SubsampledGaussianMethod, gaussian_epsilon
+
+#: with one input replaced, two clipped vectors are at most 2C apart
+REPLACE_SENSITIVITY = 2.0
 
 
 def clip_rows(h: torch.Tensor, clip_norm: float) -> torch.Tensor:
@@ -43,22 +64,65 @@ def clip_rows(h: torch.Tensor, clip_norm: float) -> torch.Tensor:
 class GaussianPenultimate(SubsampledGaussianMethod):
     name = "gaussian_penultimate"
     clip_option = "clip_norm"
-    option_defaults = {"clip_norm": 1.0, "accountant": "rdp"}
+    option_defaults = {"clip_norm": 1.0, "accountant": per_example.PER_EXAMPLE, "adjacency": per_example.AUTO}
+    accountants = (per_example.PER_EXAMPLE, "rdp", "prv")
+    #: the accountant makes another claim, and another noise: its own leaderboard row
+    variant_options = ("accountant",)
 
     def __init__(self, **options: Any):
         super().__init__(**options)
+        self.adjacency = per_example.resolve_adjacency(self.name, self.options["accountant"],
+                                                       self.options["adjacency"])
         self.feature_dim: int | None = None
         self._features = None  # the compiled feature extractor under --compile
 
+    def noise_for(self, spec: PrivacySpec) -> Calibration:
+        q, steps, delta = spec.sampling_rate, spec.steps, spec.delta
+        if self.options["accountant"] == per_example.PER_EXAMPLE:
+            try:
+                sigma = calibrate_gaussian_sigma(epsilon=spec.epsilon, delta=delta, q=q, steps=steps,
+                                                 sensitivity=REPLACE_SENSITIVITY)
+            except (InfeasibleTarget, NoFiniteEpsilon) as err:
+                raise ConfigError(f"{self.name}: {err}") from None
+            base = Calibration(noise={"noise_multiplier": sigma}, epsilon=self._per_example_epsilon(sigma, spec, steps),
+                               details={"accountant": per_example.PER_EXAMPLE, self.clip_option: self.options[self.clip_option]})
+        else:
+            base = super().noise_for(spec)
+        sigma = base.noise["noise_multiplier"]
+        vectors = gaussian_vectors_epsilon(noise_multiplier=sigma, sensitivity=REPLACE_SENSITIVITY, q=q, steps=steps,
+                                           delta=delta)
+        # the "paper's" number: DP-SGD's subsampled-Gaussian RDP accountant with sensitivity C, at this sigma
+        paper = gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=q, steps=steps, accountant="rdp")
+        return Calibration(noise=base.noise, epsilon=base.epsilon, order=base.order,
+                           details={**base.details, "epsilon_paper_accountant": paper,
+                                    **vectors.as_dict("epsilon_vectors")})
+
+    def _per_example_epsilon(self, sigma: float, spec: PrivacySpec, steps: int) -> float:
+        """The per-example curve's upper (pessimistic) epsilon after ``steps`` of the spec's T, on the
+        calibration's grid."""
+        h = discretisation_for(spec.sampling_rate, spec.steps)
+        pld = per_example_pld(gaussian_pair(REPLACE_SENSITIVITY / sigma), spec.sampling_rate, steps,
+                              pessimistic=True, h=h)
+        return max(0.0, float(pld.get_epsilon_for_delta(spec.delta)))
+
+    def epsilon_spent(self, steps_done: int) -> float:
+        if self.options["accountant"] != per_example.PER_EXAMPLE:
+            return super().epsilon_spent(steps_done)
+        spec, cal = self._need_calibration()
+        return self._per_example_epsilon(cal.noise["noise_multiplier"], spec, steps_done) if steps_done > 0 else 0.0
+
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
+        accountant = self.options["accountant"]
+        lower = cal.details["epsilon_vectors_lower"]
         return PrivacyClaim(
             mechanism="subsampled_gaussian_features", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip_norm": self.options["clip_norm"]},
-            epsilon=cal.epsilon, delta=spec.delta, protects="inputs",
-            scope=("the clipped, noised penultimate-layer feature vectors released during training (labels are "
-                   "public); the feature extractor is trained through the clean network at the private input, "
-                   "which the guarantee does not cover: the audit measures that leakage"),
+            epsilon=cal.epsilon, delta=spec.delta, protects="inputs", accountant=accountant,
+            adjacency=per_example.ADJACENCY_TEXT[self.adjacency], guarantee=False, vectors_epsilon_lb=lower,
+            paper_epsilon=cal.details["epsilon_paper_accountant"],
+            scope=per_example.scope(accountant=accountant, released="clipped, noised penultimate feature vectors",
+                                    lower_bound=lower, reference="DP-SGD's subsampled-Gaussian accountant"),
         )
 
     def prepare(self, model, optimizer, setup: TrainingSetup):

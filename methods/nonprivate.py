@@ -21,7 +21,7 @@ class NonPrivate(Method):
         spec, _ = self._need_calibration()
         return PrivacyClaim(
             mechanism="none", parameters={}, sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
-            epsilon=math.inf, delta=spec.delta, protects="nothing",
+            epsilon=math.inf, delta=spec.delta, protects="nothing", guarantee=False,
             scope="no guarantee: the reference for accuracy and speed at the same (q, T)",
         )
 

@@ -46,24 +46,38 @@ def test_expected_loss_and_gradient_monte_carlo():
     assert float(kappa(s_y, r, alpha)) == pytest.approx(k)
 
 
-def test_lr_rules_record_effective_rate():
+@pytest.mark.parametrize("accountant,low,high", [("paper", 0.085, 0.1), ("per_example", 0.025, 0.035)])
+def test_lr_rules_record_effective_rate(accountant, low, high):
     spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=256 / 60000, steps=2340)
-    fixed, kap = DirichletSoftmax(lr_rule="fixed"), DirichletSoftmax(lr_rule="kappa")
+    fixed = DirichletSoftmax(lr_rule="fixed", accountant=accountant)
+    kap = DirichletSoftmax(lr_rule="kappa", accountant=accountant)
     fixed.calibrate(spec)
     kap.calibrate(spec)
     lr_f, info_f = fixed.learning_rate(0.1)
     lr_k, info_k = kap.learning_rate(0.1)
     assert lr_f == 0.1 and info_f["lr_effective"] == pytest.approx(0.1 * info_f["kappa_at_0.9"])
     assert lr_k == pytest.approx(0.1 / info_k["kappa_at_0.9"]) and info_k["lr_effective"] == pytest.approx(0.1)
-    assert 0.03 < info_k["kappa_at_0.9"] < 0.15  # "about 0.07 at eps = 1"
+    # kappa(0.9) = 0.9 r psi1(0.9 r + 3): r = 0.2846 (paper) gives 0.092, r = 0.0843 (per-example) 0.029
+    r = kap.r
+    assert info_k["kappa_at_0.9"] == pytest.approx(0.9 * r * float(polygamma(1, 0.9 * r + 3.0)))
+    assert low < info_k["kappa_at_0.9"] < high
 
 
-def test_claim_states_scope():
-    m = DirichletSoftmax()
+@pytest.mark.parametrize("accountant", ["per_example", "paper"])
+def test_claim_states_scope(accountant):
+    m = DirichletSoftmax(accountant=accountant)
     m.calibrate(PrivacySpec(epsilon=2.0, delta=1e-5, sampling_rate=0.01, steps=1000))
     claim = m.claim()
     assert claim.protects == "inputs" and "softmax" in claim.scope and "audit" in claim.scope
     assert claim.parameters["r"] == m.r and claim.epsilon <= 2.0
+    # neither accountant's number is a guarantee of an output of the training, and the claim says which it is
+    assert claim.guarantee is False and claim.accountant == accountant and "not a guarantee" in claim.scope
+    assert claim.as_tags()["privacy.guarantee"] == "false" and claim.as_tags()["privacy.accountant"] == accountant
+    if accountant == "paper":  # the paper's r spends more than its epsilon on the vectors, and the scope says so
+        assert claim.vectors_epsilon_lb > claim.epsilon and f"{claim.vectors_epsilon_lb:.3g}" in claim.scope
+        assert "add/remove" in claim.adjacency
+    else:
+        assert claim.vectors_epsilon_lb <= claim.epsilon and "replaced" in claim.adjacency
 
 
 def test_bad_options_are_refused():
@@ -78,7 +92,8 @@ def test_bad_options_are_refused():
 def test_bench_calibrate_json():
     out = subprocess.run(
         [sys.executable, "-m", "inputdp.benchmarks.cli", "calibrate", "--method", "dirichlet_softmax", "--epsilon", "1",
-         "--delta", "1e-5", "--sampling-rate", "0.005", "--steps", "20000", "--option", "alpha=3", "--json"],
+         "--delta", "1e-5", "--sampling-rate", "0.005", "--steps", "20000", "--option", "alpha=3",
+         "--option", "accountant=paper", "--json"],
         capture_output=True, text=True, check=True,
     )
     data = json.loads(out.stdout)

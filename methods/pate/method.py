@@ -152,8 +152,11 @@ class PATE(Method):
         return PrivacyClaim(
             mechanism=f"pate_{self.options['aggregator']}_gnmax", parameters=dict(cal.noise), sampling="none",
             steps=self.options["queries"], epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
+            accountant="gnmax_data_independent_rdp",
+            adjacency="add/remove or replace one example (either moves one teacher's vote per query)",
             scope=("the student model and every released label: the private training set's inputs and labels "
-                   "(data-independent bound over all queries); needs public unlabeled inputs"),
+                   "(data-independent bound over all queries, each a noised vote histogram: an aggregate); needs "
+                   "public unlabeled inputs"),
             needs_public_data=True,
         )
 

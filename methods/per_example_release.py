@@ -1,0 +1,60 @@
+"""What the two input-private methods share: each releases one noisy vector per sampled example, so their claims
+come from one of two accountants (THEORY.md, "Per-example releases under Poisson sampling"):
+
+- the per-example curve (``accountant=per_example``, the default): the exact privacy curve of one example's own
+  vectors for a fixed model, one input replaced (label and membership public), from dp_accounting's PLD: a lower
+  bound on what the training releases, and the most any accountant can say of this mechanism;
+- the accountant its paper used (Dirichlet's ``paper``, the Gaussian's ``rdp`` / ``prv``): an add/remove
+  subsampling theorem for a noised aggregate, whose hypotheses this release does not meet: a number reported for
+  comparison with the paper.
+
+Neither is a guarantee of any output of the training; each run logs the per-example curve's rigorous lower bound at
+its noise beside the paper's number.
+"""
+
+from __future__ import annotations
+
+from inputdp.benchmarks.errors import ConfigError
+
+from .accounting.per_example import ADD_REMOVE, REPLACE
+
+PER_EXAMPLE = "per_example"
+#: the option value that means "the relation of the accountant's own theorem"
+AUTO = "auto"
+ADJACENCY_TEXT = {
+    REPLACE: "one input replaced, its label and membership public",
+    ADD_REMOVE: "add/remove one example",
+}
+THEORY = "THEORY.md, 'Per-example releases under Poisson sampling'"
+
+
+def resolve_adjacency(method: str, accountant: str, adjacency: str) -> str:
+    """The relation a run's accountant is about: ``replace`` for the per-example curve, ``add_remove`` for the
+    papers' subsampling theorems; an explicit value the accountant cannot have is refused in one line."""
+    own = REPLACE if accountant == PER_EXAMPLE else ADD_REMOVE
+    if adjacency == AUTO:
+        return own
+    if adjacency not in (REPLACE, ADD_REMOVE):
+        raise ConfigError(f"adjacency={adjacency!r} is not allowed: choose auto, {REPLACE} or {ADD_REMOVE}")
+    if adjacency == own:
+        return own
+    if accountant == PER_EXAMPLE:
+        raise ConfigError(f"adjacency=add_remove is not allowed for {method}'s per-example curve: with one example "
+                          "added, one more vector is released, which reveals membership (no finite epsilon for "
+                          "any delta below the chance that it is sampled); use adjacency=replace")
+    raise ConfigError(f"adjacency=replace is not allowed with accountant={accountant}: that accountant is an "
+                      f"add/remove theorem; for one input replaced use accountant=per_example")
+
+
+def scope(*, accountant: str, released: str, lower_bound: float, reference: str = "the paper's accountant") -> str:
+    """The claim's scope, in full: what the number is, what it is not, and what the vectors spend at least."""
+    if accountant == PER_EXAMPLE:
+        return (f"epsilon of one example's own {released} for a fixed model, by the per-example curve "
+                f"({ADJACENCY_TEXT[REPLACE]}): a lower bound on what the training releases, not a guarantee, since "
+                "each update moves the model through the private input without noise and every later vector of "
+                f"every example reads that model out, which no accountant bounds ({THEORY}); the parameters are "
+                "not covered either: the audit measures them")
+    return (f"epsilon by {reference} ({accountant}), reported for comparison, not a guarantee of any output of the "
+            "training: that accountant is an add/remove subsampling theorem for a noised aggregate, and this "
+            f"mechanism releases one vector per sampled example, so by the per-example curve its {released} spend "
+            f"at least {lower_bound:.3g} ({THEORY}); the parameters are not covered either: the audit measures them")

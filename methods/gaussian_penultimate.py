@@ -91,8 +91,10 @@ class GaussianPenultimate(SubsampledGaussianMethod):
         sigma = base.noise["noise_multiplier"]
         vectors = gaussian_vectors_epsilon(noise_multiplier=sigma, sensitivity=REPLACE_SENSITIVITY, q=q, steps=steps,
                                            delta=delta)
-        # the "paper's" number: DP-SGD's subsampled-Gaussian RDP accountant with sensitivity C, at this sigma
-        paper = gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=q, steps=steps, accountant="rdp")
+        # the "paper's" number: DP-SGD's subsampled-Gaussian accountant with sensitivity C at this sigma (the run's
+        # own when it is one of those, else the RDP one)
+        paper = base.epsilon if self.options["accountant"] != per_example.PER_EXAMPLE else \
+            gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=q, steps=steps, accountant="rdp")
         return Calibration(noise=base.noise, epsilon=base.epsilon, order=base.order,
                            details={**base.details, "epsilon_paper_accountant": paper,
                                     **vectors.as_dict("epsilon_vectors")})

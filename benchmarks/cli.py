@@ -203,6 +203,15 @@ def build_parser() -> argparse.ArgumentParser:
                                                 "half without; --score names its one score (auto: "
                                                 "exclusive_weight_change for exclusive_support on mlp, else loss)")
     _add_executor_flags(p_aud)
+    p_hid = sub.add_parser("hidden-state", help="does training's released vectors say more of one input than its own "
+                                                "vectors can? a multi-run audit on a constructed linear model")
+    p_hid.add_argument("--method", required=True, help="a method that releases per-example vectors")
+    p_hid.add_argument("--epsilon", type=float, default=1.0, help="the target the method calibrates to (default 1)")
+    p_hid.add_argument("--runs", type=int, default=400, help="training runs, half in each world (default 400)")
+    p_hid.add_argument("--probes", type=int, default=2000, help="probe examples per coordinate (default 2000)")
+    p_hid.add_argument("--seed", type=int, default=0)
+    p_hid.add_argument("--option", action="append", metavar="NAME=VALUE")
+    p_hid.add_argument("--json", action="store_true")
     p_srv = sub.add_parser("server", help="start an MLflow tracking server on loopback and print its URI")
     p_srv.add_argument("--backend-store-uri", default="sqlite:///mlflow-server.db",
                        help="sqlite:///FILE or postgresql://USER@HOST/DB")
@@ -568,9 +577,33 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_hidden_state(args: argparse.Namespace) -> int:
+    from .hidden_state import HiddenStateSetup, hidden_state_audit
+
+    options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}
+    if not (math.isfinite(args.epsilon) and args.epsilon > 0):
+        raise ConfigError(f"--epsilon {args.epsilon!r} is not allowed: give a finite number > 0")
+    setup = HiddenStateSetup(probes=args.probes)
+
+    def progress(done: int, total: int) -> None:
+        if not args.json:
+            print(f"\r{done}/{total} runs", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    out = hidden_state_audit(args.method, epsilon=args.epsilon, runs=args.runs, options=options, setup=setup,
+                             seed=args.seed, progress=progress)
+    if args.json:
+        print(json.dumps(out.as_json()))
+    else:
+        print(f"{out.method} at epsilon {out.epsilon:g}: the target's own vectors spend at most "
+              f"{out.own_vectors_epsilon:.3f} (per-example curve); the probes' vectors alone give epsilon >= "
+              f"{out.epsilon_lb:.3f} at 95% (ceiling {out.ceiling:.3f}; {out.correct}/{out.guesses} right on the "
+              f"test half; rule: {out.rule}); {out.runs} runs in {out.seconds:.0f} s")
+    return 0
+
+
 COMMANDS = {
     "run": cmd_run, "list": cmd_list, "calibrate": cmd_calibrate, "speed": cmd_speed, "report": cmd_report,
-    "audit": cmd_audit, "server": cmd_server, "gpu-check": cmd_gpu_check,
+    "audit": cmd_audit, "server": cmd_server, "gpu-check": cmd_gpu_check, "hidden-state": cmd_hidden_state,
 }
 
 

@@ -148,6 +148,11 @@ class Method(ABC):
     variant_options: ClassVar[tuple[str, ...]] = ()
     #: the autocast mode of the run (``--amp``), set by the harness before ``prepare``
     amp: str = "none"
+    #: True for a method that releases one noisy vector per sampled example (its claim is about those vectors);
+    #: such a method hands each step's released vectors (detached, one row per example, in the batch's order) to
+    #: ``release_observer`` when one is set: the hidden-state audit reads them (None, the default, costs nothing)
+    releases_vectors: ClassVar[bool] = False
+    release_observer: Callable[[torch.Tensor], None] | None = None
 
     def __init__(self, **options: Any):
         unknown = sorted(set(options) - set(self.option_defaults))

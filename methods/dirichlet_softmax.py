@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -65,16 +66,20 @@ def calibrate_r(*, epsilon: float, delta: float, sampling_rate: float, steps: in
     return r, eps, order
 
 
-def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float) -> torch.Tensor:
+def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float,
+                  observe: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
     """Per-example -log p~_y with p~ ~ Dir(r * softmax(logits) + alpha), sampled by reparameterisation.
 
     A Dirichlet sample is a vector of independent Gamma(a_j, 1) draws divided by their sum, so
-    -log p~_y = log(sum_j G_j) - log G_y; torch's Gamma ``rsample`` differentiates through the draws.
+    -log p~_y = log(sum_j G_j) - log G_y; torch's Gamma ``rsample`` differentiates through the draws. ``observe``,
+    if given, receives the released vectors p~ (detached, one row per example).
     """
     s = torch.softmax(logits.float(), dim=-1)  # the mechanism in float32, whatever the network computed in
     conc = r * s + alpha
     g = Gamma(conc, conc.new_ones(()), validate_args=False).rsample()
     g = g.clamp_min(torch.finfo(g.dtype).tiny)
+    if observe is not None:
+        observe((g / g.sum(dim=1, keepdim=True)).detach())
     return torch.log(g.sum(dim=1)) - torch.log(g.gather(1, y.view(-1, 1)).squeeze(1))
 
 
@@ -86,6 +91,7 @@ class DirichletSoftmax(Method):
     variant_options = ("accountant",)
     #: the accountants a run may choose (option ``accountant``); ``bench calibrate`` shows them side by side
     accountants = ACCOUNTANTS
+    releases_vectors = True
 
     def __init__(self, **options: Any):
         super().__init__(**options)
@@ -166,4 +172,4 @@ class DirichletSoftmax(Method):
         return lr, {"lr_rule": self.options["lr_rule"], "lr_effective": lr * k, "kappa_at_0.9": k, "lr_used": lr}
 
     def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return dirichlet_nll(logits, y, self.r, self.alpha).mean()
+        return dirichlet_nll(logits, y, self.r, self.alpha, self.release_observer).mean()

@@ -68,6 +68,7 @@ class GaussianPenultimate(SubsampledGaussianMethod):
     accountants = (per_example.PER_EXAMPLE, "rdp", "prv")
     #: the accountant makes another claim, and another noise: its own leaderboard row
     variant_options = ("accountant",)
+    releases_vectors = True
 
     def __init__(self, **options: Any):
         super().__init__(**options)
@@ -157,6 +158,8 @@ class GaussianPenultimate(SubsampledGaussianMethod):
             return None
         optimizer.zero_grad(set_to_none=True)
         released = self.noisy_features(model, x)
+        if self.release_observer is not None:
+            self.release_observer(released.detach())
         with self.autocast(x):
             logits = model.head(released)
         loss = F.cross_entropy(logits.float(), y)

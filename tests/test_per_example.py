@@ -92,7 +92,7 @@ def test_mixture_rdp_closed_form_and_quadrature():
     assert np.allclose(pe.mixture_rdp(d, orders, 1.0), d)
     p, pp = stats.beta(ALPHA + r, ALPHA), stats.beta(ALPHA, ALPHA + r)
     for lam, rho in zip(orders, pe.mixture_rdp(d, orders, 0.3)):
-        integral = integrate.quad(lambda y: p.pdf(y) ** lam * pp.pdf(y) ** (1 - lam), 0, 1, epsabs=1e-13)[0]
+        integral = integrate.quad(lambda y, lam=lam: p.pdf(y) ** lam * pp.pdf(y) ** (1 - lam), 0, 1, epsabs=1e-13)[0]
         assert math.log(integral) / (lam - 1) == pytest.approx(single.renyi(np.array([lam]))[0], rel=1e-7)
         assert math.log(0.7 + 0.3 * integral) / (lam - 1) == pytest.approx(rho, rel=1e-7)
     assert np.all(pe.mixture_rdp(d, orders, 0.01) >= 0.01 * d * (1 - 1e-12))  # at least q D: linear in q

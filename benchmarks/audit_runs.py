@@ -327,6 +327,7 @@ def _log(tracker, config: RunConfig, out: MultiRunResult) -> None:
     from inputdp.methods import create_method
 
     from .config import precision
+    from .presets import preset_options
 
     method = create_method(config.method, dict(config.method_options))
     calibration = method.calibrate(config.privacy)
@@ -335,7 +336,8 @@ def _log(tracker, config: RunConfig, out: MultiRunResult) -> None:
               "audit.direction": out.rule.direction, "audit.side": out.rule.side}
     tags = {names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
             names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_SEED: str(config.seed),
-            names.TAG_PRECISION: precision(PerfFlags()), **method.claim().as_tags()}
+            names.TAG_PRECISION: precision(PerfFlags()), **method.claim().as_tags(),
+            names.TAG_VARIANT: method.variant(preset_options(config.preset, config.dataset, config.method))}
     tracker.on_start(config, params, tags)
     c = out.counts
     metrics = {names.METRIC_EPSILON_LB: out.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: out.ceiling,

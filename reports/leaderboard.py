@@ -95,6 +95,10 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "view": _col(runs, f"tags.{names.TAG_VIEW}", "matched").fillna("matched"),
         "configs_tried": pd.to_numeric(_col(runs, f"tags.{names.TAG_CONFIGS_TRIED}"), errors="coerce"),
         "scope": _col(runs, f"tags.{names.TAG_PRIVACY_SCOPE}"),
+        "accountant": _col(runs, f"tags.{names.TAG_PRIVACY_ACCOUNTANT}", "").fillna(""),
+        "guarantee": _col(runs, f"tags.{names.TAG_PRIVACY_GUARANTEE}", "").fillna(""),
+        "vectors_lb": pd.to_numeric(_col(runs, f"metrics.{names.METRIC_VECTORS_EPSILON_LB}"), errors="coerce"),
+        "paper_epsilon": pd.to_numeric(_col(runs, f"metrics.{names.METRIC_PAPER_EPSILON}"), errors="coerce"),
         "protects": _col(runs, f"tags.{names.TAG_PRIVACY_PROTECTS}"),
         "needs_public_data": _col(runs, f"tags.{names.TAG_PRIVACY_NEEDS_PUBLIC_DATA}"),
         "epsilon_lb": _col(runs, f"metrics.{names.METRIC_EPSILON_LB}"),
@@ -143,6 +147,13 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
             "epsilon_dd_sanitised": (float(g["epsilon_dd_sanitised"].astype(float).max())
                                      if g["epsilon_dd_sanitised"].notna().any() else math.nan),
             "scope": g["scope"].iloc[0],
+            "accountant": g["accountant"].iloc[0],
+            # "false" where the epsilon is not a guarantee of any output; "" for runs logged before the tag existed
+            "guarantee": g["guarantee"].iloc[0],
+            # a rigorous lower bound on what the released per-example vectors spend (the per-example curve), and
+            # the paper's accountant at the same noise (identical over seeds: the calibration is deterministic)
+            "vectors_lb": float(g["vectors_lb"].max()) if g["vectors_lb"].notna().any() else math.nan,
+            "paper_epsilon": float(g["paper_epsilon"].max()) if g["paper_epsilon"].notna().any() else math.nan,
             "threat_model": _threat(g["protects"].iloc[0], g["needs_public_data"].iloc[0]),
             "match_key": g["match_key"].iloc[0],
             "protects": g["protects"].iloc[0],
@@ -193,14 +204,25 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
             if lb > best_lb:
                 best_lb, best_threat = lb, threat
         if not math.isfinite(claimed):
-            board.loc[i, "verdict"] = "no claim (reference)" if best_threat else ""
+            audited = "no claim (reference)" if best_threat else ""
         elif not best_threat:
-            board.loc[i, "verdict"] = "not audited"
+            audited = "not audited"
         elif best_lb > claimed:
-            board.loc[i, "verdict"] = (f"claim refuted for the released model ({best_threat.replace('_', '-')} "
-                                       f"{best_lb:.2f} > {claimed:g})")
+            audited = f"claim refuted for the released model ({best_threat.replace('_', '-')} {best_lb:.2f} > {claimed:g})"
         else:
-            board.loc[i, "verdict"] = f"not refuted (ceiling {ceiling:.2f})"
+            audited = f"not refuted (ceiling {ceiling:.2f})"
+        board.loc[i, "verdict"] = "; ".join(v for v in (_vectors_verdict(r), audited) if v)
+
+
+def _vectors_verdict(row) -> str:
+    """What the per-example curve says of a claim about per-example vectors (empty for other claims)."""
+    lb, claimed = row.get("vectors_lb", math.nan), float(row["epsilon"])
+    if pd.isna(lb) or not math.isfinite(claimed):
+        return ""
+    if lb > claimed * (1 + 1e-6):
+        return (f"the {row['accountant'] or 'claimed'} epsilon is refuted for the released vectors: they spend at "
+                f"least {lb:.2f}")
+    return "not a guarantee: a lower bound on what the vectors spend (per-example curve)"
 
 
 def _audit_label(a) -> str:
@@ -238,9 +260,10 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-COLUMNS = ["dataset", "preset", "view", "model", "method", "epsilon", "delta", "q", "T", "seeds", "configs tried",
-           "test_accuracy",
+COLUMNS = ["dataset", "preset", "view", "model", "method", "epsilon", "accountant", "delta", "q", "T", "seeds",
+           "configs tried", "test_accuracy",
            "median_epoch_time_s", "time_ratio_to_nonprivate", "peak_memory_mb", "epsilon_spent",
+           "vectors spend at least", "paper's accountant at this noise",
            "sanitised data-dependent epsilon", "scope",
            "threat_model", "black-box epsilon_lb", "white-box epsilon_lb", "verdict"]
 
@@ -252,6 +275,13 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["epsilon_spent"] = ["∞" if not math.isfinite(e) else f"{e:.3f}" for e in t["epsilon_spent"]]
     t["configs tried"] = ["" if pd.isna(n) else str(int(n)) for n in t["configs_tried"]]
     t["sanitised data-dependent epsilon"] = ["" if pd.isna(e) else f"{e:.3f}" for e in t["epsilon_dd_sanitised"]]
+    for col in ("vectors_lb", "paper_epsilon", "accountant", "guarantee"):
+        if col not in t.columns:  # a board built from runs logged before these existed
+            t[col] = math.nan if col in ("vectors_lb", "paper_epsilon") else ""
+    t["vectors spend at least"] = ["" if pd.isna(e) else f"{e:.3f}" for e in t["vectors_lb"]]
+    t["paper's accountant at this noise"] = ["" if pd.isna(e) else f"{e:.3f}" for e in t["paper_epsilon"]]
+    t["accountant"] = [f"{a} (not a guarantee)" if str(g) == "false" and a else a
+                       for a, g in zip(t["accountant"], t["guarantee"])]
     t["q"] = [f"{q:.5g}" for q in t["q"]]
     t["median_epoch_time_s"] = [f"{x:.2f}" for x in t["median_epoch_time_s"]]
     t["time_ratio_to_nonprivate"] = ["" if pd.isna(x) else f"{x:.2f}" for x in t["time_ratio_to_nonprivate"]]
@@ -323,9 +353,11 @@ AUDIT_NOTE = (
     "values. Each bound is a 95% lower bound on the epsilon of what was audited (the trained parameters); a row of "
     "the leaderboard shows the strongest over every audit of the same claim (data set, method, epsilon, delta), "
     "with their number, and the largest of several is not itself a 95% bound. 'Refuted' means a bound exceeds the "
-    "claimed epsilon: the guarantee does not extend to the released model (for dirichlet_softmax and "
-    "gaussian_penultimate it never claimed to: it covers the released layer outputs). 'Not refuted' proves nothing; "
-    "the ceiling is the largest bound those audits could have shown.")
+    "claimed epsilon: the claim does not extend to the released model (for dirichlet_softmax and "
+    "gaussian_penultimate no epsilon is a guarantee of any output of the training: methods/THEORY.md, 'Per-example "
+    "releases under Poisson sampling'; their rows also carry the rigorous lower bound on what their released "
+    "vectors spend, 'vectors spend at least'). 'Not refuted' proves nothing; the ceiling is the largest bound those "
+    "audits could have shown.")
 
 
 VIEW_NOTE = (

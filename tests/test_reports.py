@@ -10,7 +10,7 @@ import pytest
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
-from inputdp.reports.leaderboard import leaderboard, load_runs, paper_results, tidy
+from inputdp.reports.leaderboard import display_table, leaderboard, load_runs, paper_results, tidy
 
 METHODS = ["nonprivate", "dirichlet_softmax", "gaussian_penultimate"]
 
@@ -40,7 +40,25 @@ def test_leaderboard_groups_seeds(store):
     assert 0.98 <= row["epsilon_spent"] <= 1.0 and row["threat_model"].startswith("inputs private")
     ref = board[board["method"] == "nonprivate"].iloc[0]
     assert math.isinf(ref["epsilon"]) and ref["time_ratio_to_nonprivate"] == pytest.approx(1.0)
-    assert pd.isna(row["black_box_lb"]) and pd.isna(row["white_box_lb"]) and row["verdict"] == "not audited"
+    assert pd.isna(row["black_box_lb"]) and pd.isna(row["white_box_lb"])
+    # the default per-example accountant: its epsilon is a lower bound, and the row says so before the audits
+    assert row["accountant"] == "per_example" and row["guarantee"] == "false"
+    assert row["verdict"].startswith("not a guarantee") and row["verdict"].endswith("not audited")
+    assert 0.95 < row["vectors_lb"] <= 1.0 and row["paper_epsilon"] < 1.0
+    shown = display_table(board)
+    assert "per_example (not a guarantee)" in set(shown["accountant"])
+
+
+def test_a_papers_epsilon_below_what_the_vectors_spend_is_refuted():
+    """A claim whose released vectors spend more than its epsilon (the paper's accountant at the cpu preset: at
+    least 3.91 for a claimed 1) reads as refuted for the vectors, whatever the audits say."""
+    from inputdp.reports.leaderboard import _vectors_verdict
+
+    paper = {"epsilon": 1.0, "accountant": "paper", "vectors_lb": 3.9153}
+    assert _vectors_verdict(paper) == "the paper epsilon is refuted for the released vectors: they spend at least 3.92"
+    assert _vectors_verdict({"epsilon": 1.0, "accountant": "per_example", "vectors_lb": 0.99}).startswith("not a")
+    assert _vectors_verdict({"epsilon": 1.0, "accountant": "rdp", "vectors_lb": math.nan}) == ""  # DP-SGD
+    assert _vectors_verdict({"epsilon": math.inf, "accountant": "", "vectors_lb": math.nan}) == ""
 
 
 def test_runs_at_another_q_or_t_are_another_row_not_more_seeds(store):
@@ -79,11 +97,11 @@ def test_audits_join_their_claim_under_both_threat_models(store):
     assert row["black_box_lb"] == pytest.approx(0.1) and row["black_box_audits"] == 1
     assert row["white_box_lb"] == pytest.approx(3.2) and row["white_box_audits"] == 3
     assert row["white_box_kinds"] == "exclusive_support on mlp; exclusive_support on mlp, 400 runs; random_pattern on small_cnn"
-    assert row["verdict"] == "claim refuted for the released model (white-box 3.20 > 1)"
+    assert row["verdict"].endswith("; claim refuted for the released model (white-box 3.20 > 1)")
     row4 = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 4)].iloc[0]
-    assert row4["verdict"] == "not refuted (ceiling 2.90)" and row4["black_box_lb"] == pytest.approx(0.4)
+    assert row4["verdict"].endswith("; not refuted (ceiling 2.90)") and row4["black_box_lb"] == pytest.approx(0.4)
     gp = board[(board["method"] == "gaussian_penultimate") & (board["epsilon"] == 1)].iloc[0]
-    assert gp["verdict"] == "not audited"  # its audit was at another delta: another claim
+    assert gp["verdict"].endswith("; not audited")  # its audit was at another delta: another claim
     ref = board[board["method"] == "nonprivate"].iloc[0]
     assert ref["verdict"] == "no claim (reference)" and ref["white_box_lb"] == pytest.approx(3.08)
     shown = display_table(board)
@@ -148,7 +166,7 @@ def test_report_from_real_audit_runs_shows_both_threat_models(shared_data, tmp_p
     one = audits[audits["audit_mode"] == "one_run"].iloc[0]
     assert one["lb_white_box"] == pytest.approx(one["ceiling_white_box"]) and one["lb_white_box"] > 1.8
     row = leaderboard(train, audits).iloc[0]
-    assert row["white_box_audits"] == 2 and row["verdict"] == f"not refuted (ceiling {row['white_box_ceiling']:.2f})"
+    assert row["white_box_audits"] == 2 and row["verdict"].endswith(f"; not refuted (ceiling {row['white_box_ceiling']:.2f})")
     out = tmp_path / "rep"
     assert main(["report", "--tracking-uri", uri, "--out", str(out)]) == 0
     md = (out / "leaderboard.md").read_text()

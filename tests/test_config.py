@@ -130,3 +130,23 @@ def test_best_preset_gives_each_method_its_own_recipe_and_says_so():
     with pytest.raises(ValueError, match="method_settings"):
         DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
                         method_settings={"dpsgd": {"batch_size": 512}})
+
+
+def test_the_accountant_is_part_of_a_runs_configuration_and_key():
+    """The accountant decides the noise and the claim: it is written into the configuration even when it is the
+    method's default, so two accountants are two runs, and the paper preset keeps the papers' accountants."""
+    from inputdp.benchmarks.sweep import Overrides, build_config
+
+    cpu = build_config(method="dirichlet_softmax", dataset="mnist", preset="cpu", epsilon=1.0, seed=0)
+    paper = build_config(method="dirichlet_softmax", dataset="mnist", preset="cpu", epsilon=1.0, seed=0,
+                         overrides=Overrides(method_options={"dirichlet_softmax": {"accountant": "paper"}}))
+    assert cpu.method_options["accountant"] == "per_example" and paper.method_options["accountant"] == "paper"
+    assert cpu.key() != paper.key() and cpu.match_key() == paper.match_key()
+    gp = build_config(method="gaussian_penultimate", dataset="mnist", preset="cpu", epsilon=1.0, seed=0)
+    dp = build_config(method="dpsgd", dataset="mnist", preset="cpu", epsilon=1.0, seed=0)
+    assert gp.method_options["accountant"] == "per_example" and dp.method_options["accountant"] == "rdp"
+    for method, accountant in (("dirichlet_softmax", "paper"), ("gaussian_penultimate", "rdp")):
+        c = build_config(method=method, dataset="mnist", preset="paper", epsilon=1.0, seed=0)
+        assert c.method_options["accountant"] == accountant
+    assert "accountant" not in build_config(method="nonprivate", dataset="mnist", preset="cpu", epsilon=1.0,
+                                            seed=0).method_options

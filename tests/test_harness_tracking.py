@@ -32,6 +32,13 @@ def test_run_logs_params_tags_and_epoch_metrics(shared_data, tmp_path):
     assert r.data.metrics["final_test_accuracy"] == pytest.approx(result.metrics["final_test_accuracy"])
     assert r.data.metrics["peak_memory_mb"] > 0
     assert r.data.metrics["final_epsilon_spent"] == pytest.approx(result.calibration.epsilon, rel=1e-12)
+    # what the claim is, and what its released vectors spend at least, beside the paper's number at that noise
+    tags, metrics = r.data.tags, r.data.metrics
+    assert tags["privacy.accountant"] == result.claim.accountant and tags["privacy.guarantee"] == "false"
+    assert tags["privacy.adjacency"].startswith("one input replaced")
+    assert metrics["epsilon_vectors_lb"] == pytest.approx(result.calibration.details["epsilon_vectors_lower"])
+    assert metrics["epsilon_vectors_lb"] <= result.calibration.epsilon
+    assert metrics["epsilon_paper_accountant"] == pytest.approx(result.claim.paper_epsilon)
 
 
 def test_sweep_skips_finished_and_reruns_unfinished(shared_data, tmp_path):

@@ -7,14 +7,14 @@ every other example is a noisy readout of that model. This audit makes the reado
 
 - a linear network ``head(features(u))`` on three input coordinates: ``features`` a trained 3 -> 2 map without bias,
   ``head`` the identity, fixed (a public architecture and initialisation: the audit's own model, not a registered
-  one). For Dirichlet-softmax it is a linear softmax model; for the penultimate Gaussian, a trained layer under a
-  fixed head;
+  one). For a method that releases the softmax it is a linear softmax model; for one that releases the features,
+  a trained layer under a fixed head;
 - the target: ``x = (c, 0, 0)`` in world A, ``x' = (0, c, 0)`` in world B, label 0 in both (one input replaced, its
   label and its membership public: the per-example curve's relation);
 - ``m`` probe examples at ``(p, 0, p)`` and ``m`` at ``(0, p, p)``, label 1, the same in both worlds. The third
   column starts at ``(K/p) (-1, 1)``, so every probe starts confident in its own label (logit margin 2K; feature
-  norm K sqrt(2), clipped), which makes its own gradient 0 (Dirichlet: the softmax saturates) or tiny (Gaussian:
-  the clipping's Jacobian); the target starts at the origin, where its gradient is largest;
+  norm K sqrt(2), clipped), which makes its own gradient 0 (a released softmax saturates) or tiny (released
+  features: the clipping's Jacobian); the target starts at the origin, where its gradient is largest;
 - the learning rate is large, so the target's update moves the column of its own coordinate far enough to flip
   the probes that share it (from confident in class 1 to confident in class 0), and them alone;
 - the method trains as it always does (its own calibration to the target epsilon, Poisson batches, its own step);

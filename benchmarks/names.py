@@ -52,7 +52,7 @@ METRIC_FINAL_EPSILON_SPENT = "final_epsilon_spent"
 METRIC_EPSILON_SPENT = "epsilon_spent"
 METRIC_EPSILON_DD_SANITISED = "epsilon_data_dependent_sanitised"  # PATE: a report beside the claim, not the claim
 METRIC_EPSILON_LB = "epsilon_lb"
-#: per-example releases (dirichlet_softmax, gaussian_penultimate): a rigorous lower bound on the epsilon that the
+#: methods that release per-example vectors (Method.releases_vectors): a rigorous lower bound on the epsilon that the
 #: released vectors spend at the run's noise, and the paper's accountant's epsilon at that noise
 METRIC_VECTORS_EPSILON_LB = "epsilon_vectors_lb"
 METRIC_PAPER_EPSILON = "epsilon_paper_accountant"

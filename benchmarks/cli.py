@@ -505,8 +505,11 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
         if any("epsilon_vectors_lower" in r for r in rows):
             print("\nThe released vectors spend at least (per-example curve, lower bound at delta):")
             for r in rows:
-                print(f"  {r['dataset']} {r.get('accountant', '')} eps={r['epsilon']:g}: "
-                      f"{r['epsilon_vectors_lower']:.4g} (bracket up to {r['epsilon_vectors_upper']:.4g})")
+                head = f"  {r['dataset']} {r.get('accountant', '')} eps={r['epsilon']:g}: "
+                if r.get("epsilon_vectors_lower") is None:
+                    print(head + f"not evaluated ({r.get('epsilon_vectors_not_evaluated', 'no bound')})")
+                else:
+                    print(head + f"{r['epsilon_vectors_lower']:.4g} (bracket up to {r['epsilon_vectors_upper']:.4g})")
     return 0
 
 

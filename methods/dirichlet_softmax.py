@@ -126,13 +126,14 @@ class DirichletSoftmax(Method):
                                             alpha=self.alpha)
         except (InfeasibleTarget, NoFiniteEpsilon) as err:
             raise ConfigError(str(err)) from None
-        vectors = dirichlet_vectors_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta)
+        vectors = per_example.bracket_details(
+            lambda: dirichlet_vectors_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta), "epsilon_vectors")
         paper = dirichlet_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta)[0] if r < self.alpha \
             else math.inf
         return Calibration(noise={"r": r}, epsilon=eps, order=order,
                            details={"accountant": self.options["accountant"], "alpha": self.alpha,
                                     "r_over_alpha": r / self.alpha, "epsilon_paper_accountant": paper,
-                                    **vectors.as_dict("epsilon_vectors")})
+                                    **vectors})
 
     def _per_example_epsilon(self, r: float, spec: PrivacySpec, steps: int) -> float:
         """The per-example curve's upper (pessimistic) epsilon after ``steps`` of the spec's T, on the grid the

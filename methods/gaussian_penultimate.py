@@ -90,15 +90,16 @@ class GaussianPenultimate(SubsampledGaussianMethod):
         else:
             base = super().noise_for(spec)
         sigma = base.noise["noise_multiplier"]
-        vectors = gaussian_vectors_epsilon(noise_multiplier=sigma, sensitivity=REPLACE_SENSITIVITY, q=q, steps=steps,
-                                           delta=delta)
+        vectors = per_example.bracket_details(
+            lambda: gaussian_vectors_epsilon(noise_multiplier=sigma, sensitivity=REPLACE_SENSITIVITY, q=q, steps=steps,
+                                             delta=delta), "epsilon_vectors")
         # the "paper's" number: DP-SGD's subsampled-Gaussian accountant with sensitivity C at this sigma (the run's
         # own when it is one of those, else the RDP one)
         paper = base.epsilon if self.options["accountant"] != per_example.PER_EXAMPLE else \
             gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=q, steps=steps, accountant="rdp")
         return Calibration(noise=base.noise, epsilon=base.epsilon, order=base.order,
                            details={**base.details, "epsilon_paper_accountant": paper,
-                                    **vectors.as_dict("epsilon_vectors")})
+                                    **vectors})
 
     def _per_example_epsilon(self, sigma: float, spec: PrivacySpec, steps: int) -> float:
         """The per-example curve's upper (pessimistic) epsilon after ``steps`` of the spec's T, on the

@@ -14,9 +14,11 @@ its noise beside the paper's number.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from inputdp.benchmarks.errors import ConfigError
 
-from .accounting.per_example import ADD_REMOVE, REPLACE
+from .accounting.per_example import ADD_REMOVE, REPLACE, Bracket, NoFiniteEpsilon
 
 PER_EXAMPLE = "per_example"
 #: the option value that means "the relation of the accountant's own theorem"
@@ -46,7 +48,8 @@ def resolve_adjacency(method: str, accountant: str, adjacency: str) -> str:
                       f"add/remove theorem; for one input replaced use accountant=per_example")
 
 
-def scope(*, accountant: str, released: str, lower_bound: float, reference: str = "the paper's accountant") -> str:
+def scope(*, accountant: str, released: str, lower_bound: float | None,
+          reference: str = "the paper's accountant") -> str:
     """The claim's scope, in full: what the number is, what it is not, and what the vectors spend at least."""
     if accountant == PER_EXAMPLE:
         return (f"epsilon of one example's own {released} for a fixed model, by the per-example curve "
@@ -54,7 +57,18 @@ def scope(*, accountant: str, released: str, lower_bound: float, reference: str 
                 "each update moves the model through the private input without noise and every later vector of "
                 f"every example reads that model out, which no accountant bounds ({THEORY}); the parameters are "
                 "not covered either: the audit measures them")
+    spend = (f"so by the per-example curve its {released} spend at least {lower_bound:.3g}" if lower_bound is not None
+             else f"so its {released} spend more than it says (the per-example curve is not evaluated at this q*T)")
     return (f"epsilon by {reference} ({accountant}), reported for comparison, not a guarantee of any output of the "
             "training: that accountant is an add/remove subsampling theorem for a noised aggregate, and this "
-            f"mechanism releases one vector per sampled example, so by the per-example curve its {released} spend "
-            f"at least {lower_bound:.3g} ({THEORY}); the parameters are not covered either: the audit measures them")
+            f"mechanism releases one vector per sampled example, {spend} ({THEORY}); the parameters are not covered "
+            "either: the audit measures them")
+
+
+def bracket_details(compute: Callable[[], Bracket], prefix: str) -> dict[str, float | str | None]:
+    """``compute().as_dict(prefix)``, or, where the curve is not evaluated (more expected releases than
+    MAX_EXPECTED_RELEASES), ``None`` for both ends and the reason under ``{prefix}_not_evaluated``."""
+    try:
+        return compute().as_dict(prefix)
+    except NoFiniteEpsilon as err:
+        return {f"{prefix}_lower": None, f"{prefix}_upper": None, f"{prefix}_not_evaluated": str(err)}

@@ -192,7 +192,8 @@ def test_a_signal_ends_the_run_killed(shared_data, tmp_path, signum, code, last_
     """SIGTERM (timeout, kill, schedulers) ends a run like Ctrl-C does: KILLED in the store, nothing left RUNNING."""
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     proc = subprocess.Popen(_bench("run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke",
-                                   "--steps", "100000", "--epsilons", "100", "--data-dir", str(shared_data), "--no-progress",
+                                   "--steps", "100000", "--epsilons", "100", "--option", "accountant=paper",
+                                   "--data-dir", str(shared_data), "--no-progress",
                                    "--tracking-uri", uri), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120

@@ -290,6 +290,18 @@ def test_too_many_expected_releases_are_refused():
         pe.per_example_epsilon(pe.gaussian_pair(1.0), q=0.5, steps=4000, delta=1e-5)
 
 
+
+@pytest.mark.parametrize("method", [DirichletSoftmax, GaussianPenultimate])
+def test_a_papers_accountant_beyond_the_per_example_limit_still_runs_and_says_the_bound_is_not_evaluated(method):
+    """q*T = 5000 expected releases: the paper's accountant calibrates; the vectors' bound is absent, not made up."""
+    accountant = "paper" if method is DirichletSoftmax else "rdp"
+    m = method(accountant=accountant)
+    cal = m.calibrate(PrivacySpec(epsilon=100.0, delta=1e-5, sampling_rate=0.05, steps=100_000))
+    claim = m.claim()
+    assert cal.details["epsilon_vectors_lower"] is None and "expected releases" in cal.details["epsilon_vectors_not_evaluated"]
+    assert claim.vectors_epsilon_lb is None and "not evaluated" in claim.scope
+    assert "epsilon_vectors_lb" not in claim.as_metrics()
+
 # --- what a run and the CLI report --------------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("method", [DirichletSoftmax, GaussianPenultimate])

@@ -65,6 +65,7 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help="override the preset's number of epochs (T = epochs / q)")
     p.add_argument("--steps", type=int, help="override the preset's number of steps T")
     p.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")
+    p.add_argument("--optimizer", help="override the preset's optimizer: sgd | adam")
     p.add_argument("--lr", type=float)
     p.add_argument("--momentum", type=float)
     p.add_argument("--warmup-steps", type=int, help="linear learning-rate warm-up over the first steps")
@@ -518,7 +519,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     methods = resolve_methods(args.methods)
     overrides = Overrides(
-        epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate, lr=args.lr, momentum=args.momentum,
+        epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate, optimizer=args.optimizer, lr=args.lr,
+        momentum=args.momentum,
         lr_warmup_steps=args.warmup_steps, holdout=args.holdout,
         delta=args.delta, model=args.model, norm=args.norm, data_dir=args.data_dir,
         method_options=parse_options(args.option, methods),

@@ -127,6 +127,12 @@ def test_best_preset_gives_each_method_its_own_recipe_and_says_so():
     flagged = build_config(method="dpsgd", dataset="mnist", preset="best", epsilon=2.93, seed=0,
                            overrides=Overrides(model="small_cnn", lr=0.1, epochs=2))
     assert (flagged.model, flagged.lr, flagged.privacy.steps) == ("small_cnn", 0.1, 2 * 15)
+    # the cpu preset trains dirichlet_softmax with Adam; --optimizer sgd (the kappa rows) overrides it, and is keyed
+    adam = build_config(method="dirichlet_softmax", dataset="mnist", preset="cpu", epsilon=1.0, seed=0)
+    sgd = build_config(method="dirichlet_softmax", dataset="mnist", preset="cpu", epsilon=1.0, seed=0,
+                       overrides=Overrides(optimizer="sgd", lr=0.05, momentum=0.9))
+    assert (adam.optimizer, sgd.optimizer, sgd.lr, sgd.momentum) == ("adam", "sgd", 0.05, 0.9)
+    assert adam.key() != sgd.key()
     with pytest.raises(ValueError, match="method_settings"):
         DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
                         method_settings={"dpsgd": {"batch_size": 512}})

@@ -66,6 +66,7 @@ CASES: list[tuple[list[str], str]] = [
     ([*RUN, "--lr", "-1"], "lr=-1"),
     ([*RUN, "--lr", "nan"], "lr=nan"),
     ([*RUN, "--momentum", "2"], "momentum=2"),
+    ([*RUN, "--optimizer", "rmsprop"], "optimizer='rmsprop'"),
     ([*RUN, "--warmup-steps", "-1"], "lr_warmup_steps=-1"),
     ([*RUN, "--norm", "weird"], "norm='weird'"),
     ([*RUN, "--model", "vgg"], "vgg"),

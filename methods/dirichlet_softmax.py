@@ -88,7 +88,7 @@ class DirichletSoftmax(Method):
     option_defaults = {"alpha": 3.0, "lr_rule": "fixed", "accountant": per_example.PER_EXAMPLE,
                        "adjacency": per_example.AUTO}
     #: the accountant makes another claim, and another noise: its own leaderboard row
-    variant_options = ("accountant",)
+    variant_options = ("accountant", "lr_rule")
     #: the accountants a run may choose (option ``accountant``); ``bench calibrate`` shows them side by side
     accountants = ACCOUNTANTS
     releases_vectors = True

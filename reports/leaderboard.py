@@ -52,6 +52,11 @@ def _col(df: pd.DataFrame, name: str, default=np.nan) -> pd.Series:
     return df[name] if name in df.columns else pd.Series(default, index=df.index)
 
 
+def _join_variant(variant: pd.Series, recipe: pd.Series) -> pd.Series:
+    v = variant.fillna("").astype(str)
+    return v.where(recipe == "", v.where(v == "", v + ",") + recipe)
+
+
 def _method_label(method: pd.Series, precision: pd.Series, variant: pd.Series | None = None,
                   holdout: pd.Series | None = None) -> pd.Series:
     """A run in another precision than float32 is its own row: "dirichlet_softmax [bf16]"; so is a run of another
@@ -67,6 +72,57 @@ def _method_label(method: pd.Series, precision: pd.Series, variant: pd.Series | 
     return method.where(~other, method + " [" + precision.astype(str) + "]")
 
 
+#: run settings that change a recipe without being a method option (``bench run --optimizer/--lr/--momentum``)
+RECIPE_SETTINGS = ("optimizer", "lr", "momentum")
+
+
+def _preset_recipe(method: str, dataset: str, preset: str) -> dict[str, str] | None:
+    """The preset's own optimizer, lr, momentum and lr_rule for this method, as logged (strings); None if unknown."""
+    from inputdp.benchmarks.presets import preset_options
+    from inputdp.benchmarks.sweep import build_config
+
+    try:
+        c = build_config(method=method, dataset=dataset, preset=preset, epsilon=1.0, seed=0)
+    except Exception:  # a preset, data set or method this checkout does not know: no baseline to compare with
+        return None
+    return {**{k: str(getattr(c, k)) for k in RECIPE_SETTINGS},
+            "lr_rule": str(preset_options(preset, dataset, method).get("lr_rule", "fixed"))}
+
+
+def _recipe_suffix(runs: pd.DataFrame) -> pd.Series:
+    """"optimizer=sgd,lr=0.05" for a run whose optimizer, lr or momentum differ from its preset's own for that
+    method, and "lr_rule=kappa" where its lr_rule does and its variant tag does not say so (runs logged before
+    lr_rule was a variant option), so that two recipes never share a leaderboard row."""
+    method, dataset, preset = (_col(runs, f"tags.{t}") for t in (names.TAG_METHOD, names.TAG_DATASET, names.TAG_PRESET))
+    lr_rule = _col(runs, "params.method_options.lr_rule")
+    variant = _col(runs, f"tags.{names.TAG_VARIANT}", "").fillna("").astype(str)
+    baselines: dict[tuple, dict[str, str] | None] = {}
+    out = []
+    for i in runs.index:
+        key = (method[i], dataset[i], preset[i])
+        if key not in baselines:
+            baselines[key] = _preset_recipe(*map(str, key))
+        base, parts = baselines[key], []
+        if base is None:
+            out.append("")
+            continue
+        if isinstance(lr_rule[i], str) and lr_rule[i] != base["lr_rule"] and "lr_rule=" not in variant[i]:
+            parts.append(f"lr_rule={lr_rule[i]}")
+        for k in RECIPE_SETTINGS:
+            v = _col(runs, f"params.{k}")[i]
+            if isinstance(v, str) and _differs(v, base[k]):
+                parts.append(f"{k}={v}")
+        out.append(",".join(parts))
+    return pd.Series(out, index=runs.index, dtype=object)
+
+
+def _differs(logged: str, own: str) -> bool:
+    try:
+        return not math.isclose(float(logged), float(own), rel_tol=1e-9)
+    except ValueError:
+        return logged != own
+
+
 def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(training runs, audit runs), one row per run with plain column names."""
     if runs.empty:
@@ -78,7 +134,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "preset": _col(runs, f"tags.{names.TAG_PRESET}"),
         "model": _col(runs, f"params.{names.PARAM_MODEL}"),
         "method": _method_label(_col(runs, f"tags.{names.TAG_METHOD}"), _col(runs, f"tags.{names.TAG_PRECISION}"),
-                                _col(runs, f"tags.{names.TAG_VARIANT}"), _col(runs, "params.holdout")),
+                                _join_variant(_col(runs, f"tags.{names.TAG_VARIANT}"), _recipe_suffix(runs)),
+                                _col(runs, "params.holdout")),
         "epsilon": pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce"),
         "delta": pd.to_numeric(_col(runs, f"params.{names.PARAM_DELTA}"), errors="coerce"),
         "q": pd.to_numeric(_col(runs, f"params.{names.PARAM_SAMPLING_RATE}"), errors="coerce"),

@@ -65,7 +65,9 @@ def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--epochs", type=int, help="override the preset's number of epochs (T = epochs / q)")
     p.add_argument("--steps", type=int, help="override the preset's number of steps T")
     p.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")
-    p.add_argument("--optimizer", help="override the preset's optimizer: sgd | adam")
+    from .config import OPTIMIZERS
+
+    p.add_argument("--optimizer", help="override the preset's optimizer: " + " | ".join(OPTIMIZERS))
     p.add_argument("--lr", type=float)
     p.add_argument("--momentum", type=float)
     p.add_argument("--warmup-steps", type=int, help="linear learning-rate warm-up over the first steps")

@@ -96,6 +96,7 @@ def _recipe_suffix(runs: pd.DataFrame) -> pd.Series:
     method, dataset, preset = (_col(runs, f"tags.{t}") for t in (names.TAG_METHOD, names.TAG_DATASET, names.TAG_PRESET))
     lr_rule = _col(runs, "params.method_options.lr_rule")
     variant = _col(runs, f"tags.{names.TAG_VARIANT}", "").fillna("").astype(str)
+    settings = {k: _col(runs, f"params.{k}") for k in RECIPE_SETTINGS}
     baselines: dict[tuple, dict[str, str] | None] = {}
     out = []
     for i in runs.index:
@@ -109,7 +110,7 @@ def _recipe_suffix(runs: pd.DataFrame) -> pd.Series:
         if isinstance(lr_rule[i], str) and lr_rule[i] != base["lr_rule"] and "lr_rule=" not in variant[i]:
             parts.append(f"lr_rule={lr_rule[i]}")
         for k in RECIPE_SETTINGS:
-            v = _col(runs, f"params.{k}")[i]
+            v = settings[k][i]
             if isinstance(v, str) and _differs(v, base[k]):
                 parts.append(f"{k}={v}")
         out.append(",".join(parts))

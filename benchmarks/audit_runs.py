@@ -105,10 +105,11 @@ class Rule:
     direction: str
     side: str
 
-    def describe(self) -> str:
+    def describe(self, positive: str = "with the canary") -> str:
+        """The rule in words; ``positive`` names the world it guesses (the hidden-state audit's is "world A")."""
         op = ">" if self.direction == "above" else "<="
         rates = "true against false positives" if self.side == "with" else "true against false negatives"
-        return f"'with the canary' iff score {op} {self.tau:.6g}; bounded by its {rates}"
+        return f"'{positive}' iff score {op} {self.tau:.6g}; bounded by its {rates}"
 
 
 def choose_rule(scores: np.ndarray, included: np.ndarray, *, delta: float, beta: float) -> tuple[Rule, float]:

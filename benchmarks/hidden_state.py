@@ -197,5 +197,5 @@ def hidden_state_audit(method_name: str, *, epsilon: float, runs: int, options: 
         method=method_name, epsilon=epsilon, runs=runs,
         own_vectors_epsilon=float(probe.calibration.details.get("epsilon_vectors_upper", probe.claim().epsilon)),
         epsilon_lb=c.bound(rule.side, delta=setup.delta, beta=beta), ceiling=ceiling_for(runs, setup.delta, beta),
-        rule=rule.describe().replace("'with the canary'", "'world A'"), correct=c.tp + c.tn, guesses=c.tp + c.tn + c.fp + c.fn,
+        rule=rule.describe("world A"), correct=c.tp + c.tn, guesses=c.tp + c.tn + c.fp + c.fn,
         seconds=time.perf_counter() - t0, setup=asdict(setup))

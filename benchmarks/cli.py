@@ -19,6 +19,10 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+_DATASET_HELP = ("a registered data set (bench list: mnist, fashionmnist, cifar10, svhn, the MedMNIST sets, synthetic, "
+                 "plug-ins), or your own: folder:PATH (PATH/train/CLASS/*.png, PATH/test/CLASS/*) or npz:FILE "
+                 "(x_train, y_train, x_test, y_test); options after ?: size=N, mean=, std=, test_fraction=")
+
 def _option_value(text: str) -> Any:
     for kind in (int, float):
         try:
@@ -56,7 +60,7 @@ def parse_options(items: list[str] | None, methods: list[str]) -> dict[str, dict
 
 def _add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--methods", default="all", help="'all' or a comma-separated list (see `bench list`)")
-    p.add_argument("--dataset", required=True)
+    p.add_argument("--dataset", required=True, help=_DATASET_HELP)
     p.add_argument("--epsilons", default="1", help="comma-separated target epsilons, e.g. 1,4")
     p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
     from .presets import PRESETS
@@ -142,7 +146,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_cal.add_argument("--json", action="store_true")
     p_speed = sub.add_parser("speed", help="median training-step time per method, interleaved, vs the non-private reference")
     p_speed.add_argument("--methods", default="all")
-    p_speed.add_argument("--dataset", required=True)
+    p_speed.add_argument("--dataset", required=True, help=_DATASET_HELP)
     p_speed.add_argument("--preset", default="cpu")
     p_speed.add_argument("--model")
     p_speed.add_argument("--batch-size", type=int, default=256)
@@ -176,7 +180,7 @@ def build_parser() -> argparse.ArgumentParser:
     p_aud = sub.add_parser("audit", help="an empirical epsilon lower bound for a method's trained model: one run with m "
                                          "canaries, or --runs N runs with and without one canary")
     p_aud.add_argument("--method", required=True)
-    p_aud.add_argument("--dataset", required=True)
+    p_aud.add_argument("--dataset", required=True, help=_DATASET_HELP)
     p_aud.add_argument("--epsilon", type=float, default=1.0)
     p_aud.add_argument("--preset", default="cpu")
     p_aud.add_argument("--canaries", type=int, help="one-run audit: how many canaries (default 1000)")
@@ -427,17 +431,27 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
 
 def cmd_list(_: argparse.Namespace) -> int:
+    """Every registry's entries, plug-ins with their distribution; a broken plug-in is listed on stderr in one line
+    (exit 2) and stops nothing else."""
     from inputdp.datasets import DATASETS
     from inputdp.methods import METHODS
 
     from .models import MODELS
     from .presets import PRESETS
+    from .registry import BUILT_IN
 
+    broken = 0
     for title, registry in (("methods", METHODS), ("data sets", DATASETS), ("models", MODELS), ("presets", PRESETS)):
         print(f"{title}:")
         for e in registry:
-            print(f"  {e.name:<22} {e.summary}")
-    return 0
+            origin = registry.origin(e.name)
+            print(f"  {e.name:<22} {e.summary}" + ("" if origin == BUILT_IN else f"  [{origin}]"))
+        if registry is DATASETS:
+            print(f"  {'folder:PATH, npz:FILE':<22} your own data (README, \"Your own data\")")
+        for message in registry.broken().values():
+            print(f"bench list: {message}", file=sys.stderr)
+            broken += 1
+    return 2 if broken else 0
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:

@@ -95,9 +95,13 @@ class RunConfig:
     eval_batch_size: int = 1000
     lr_warmup_steps: int = 0  # linear learning-rate warm-up over the first steps (0: none)
     data_dir: str | None = None
+    #: the content fingerprint of the data set's arrays (``inputdp.datasets.fingerprint``): part of the key, so two
+    #: different data under one name are two configurations; "" until the data are known (the harness fills it in)
+    data_fingerprint: str = ""
 
     def __post_init__(self) -> None:
         _check(isinstance(self.privacy, PrivacySpec), "privacy must be a PrivacySpec")
+        _check(isinstance(self.data_fingerprint, str), "data_fingerprint must be a string")
         object.__setattr__(self, "method_options", MappingProxyType(dict(self.method_options)))
         _check(self.optimizer in OPTIMIZERS,
                f"optimizer={self.optimizer!r} is not allowed: choose one of {', '.join(OPTIMIZERS)}")
@@ -154,6 +158,8 @@ class RunConfig:
         d.pop("data_dir")
         if not d["holdout"]:  # runs on the test split keep the keys they had before holdout existed
             d.pop("holdout")
+        if not d["data_fingerprint"]:  # not known yet (a configuration before its data are read)
+            d.pop("data_fingerprint")
         return d
 
     def key(self) -> str:
@@ -162,9 +168,10 @@ class RunConfig:
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def match_key(self) -> str:
-        """Runs at the same (dataset, epsilon, delta, q, T) are compared with each other."""
+        """Runs at the same (dataset and its content, epsilon, delta, q, T) are compared with each other."""
         p = self.privacy
-        return f"{self.dataset}|eps={p.epsilon:g}|delta={p.delta:g}|q={p.sampling_rate:.6g}|T={p.steps}"
+        data = f"{self.dataset}@{self.data_fingerprint}" if self.data_fingerprint else self.dataset
+        return f"{data}|eps={p.epsilon:g}|delta={p.delta:g}|q={p.sampling_rate:.6g}|T={p.steps}"
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -20,7 +20,7 @@ from typing import Any, TextIO
 
 import torch
 
-from inputdp.datasets import DATASETS
+from inputdp.datasets import dataset_info
 from inputdp.methods import METHODS, reference_method
 
 from .config import PerfFlags
@@ -43,7 +43,7 @@ def _parse_shapes(text: str) -> list[tuple[str, str]]:
         dataset, sep, model = item.partition(":")
         if not sep:
             raise ConfigError(f"--shapes item {item!r} is not allowed: write DATASET:MODEL, e.g. cifar10:resnet18")
-        DATASETS.get(dataset)
+        dataset_info(dataset)
         MODELS.get(model)
         shapes.append((dataset, model))
     if not shapes:
@@ -129,7 +129,7 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
     _save(out, result)  # an unwritable --out is refused before any work
     data_cache: dict[str, Any] = {}
     for dataset, model, m, options, v in jobs:
-        info = DATASETS.get(dataset)
+        info = dataset_info(dataset)
         n = min(info.train_size, 200 * batch_size)
         if dataset not in data_cache:
             data_cache.clear()

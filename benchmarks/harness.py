@@ -22,6 +22,7 @@ import torch
 from torch import nn
 
 from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
+from inputdp.datasets.fingerprint import fingerprint_of_arrays
 from inputdp.methods import create_method
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
@@ -190,6 +191,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
                                 train_examples=config.train_examples, test_examples=config.test_examples)
+    config = _with_fingerprint(config, data)
     if config.holdout:
         check_holdout(config.holdout, data.train_size)
     config.privacy.check_delta_for(data.train_size - config.holdout)
@@ -222,6 +224,18 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
                     calibration_seconds, initial_state, perf, step_model, frontend_seconds)
 
 
+def _with_fingerprint(config: RunConfig, data: TensorData) -> RunConfig:
+    """The run's configuration names the data it trains on: the loaded data's fingerprint fills an empty one, and a
+    configuration stamped with other data than those loaded (files changed since) is refused."""
+    found = data.fingerprint or fingerprint_of_arrays((data.x_train, data.y_train, data.x_test, data.y_test))
+    if not config.data_fingerprint:
+        return config.replace(data_fingerprint=found)
+    if config.data_fingerprint != found:
+        raise ConfigError(f"data set {config.dataset!r} has changed since this run was configured: its content "
+                          f"fingerprint is {found}, the configuration names {config.data_fingerprint}; start it again")
+    return config
+
+
 def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     config = p.config
     view, tried = view_of(config.preset, config.dataset, config.method)
@@ -232,6 +246,10 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     params["norm_used"] = p.norm
     params["device"] = p.device
     params["train_size"] = p.data.train_size
+    params["data.test_size"] = int(p.data.x_test.shape[0])
+    params["data.normalisation"] = p.data.info.normalisation
+    if p.data.notes:
+        params["data.notes"] = " | ".join(p.data.notes)[:5000]
     params["calibration.order"] = p.calibration.order
     params["feature_dim"] = getattr(p.method.unwrap(p.model), "feature_dim", "")  # inside any wrapper (Opacus)
     params.update(p.perf.as_params())

@@ -82,7 +82,9 @@ class Preset(Entry):
         )
 
 
-PRESETS: Registry[Preset] = Registry("preset")
+#: the entry-point group that installed packages use to add presets (an entry point naming a Preset)
+ENTRY_POINT_GROUP = "inputdp.presets"
+PRESETS: Registry[Preset] = Registry("preset", group=ENTRY_POINT_GROUP, entry_type=Preset)
 
 
 def _registered(preset: str, dataset: str) -> tuple[Preset, DatasetSettings] | None:

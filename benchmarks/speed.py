@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from inputdp.datasets import DATASETS, TensorData, load_tensor_data
+from inputdp.datasets import TensorData, dataset_info, load_tensor_data
 from inputdp.methods import METHODS, reference_method
 
 from .config import PerfFlags, RunConfig
@@ -37,7 +37,7 @@ class SpeedResult:
 
 def synthetic_data(name: str, n: int, device: str) -> TensorData:
     """Random inputs of the data set's real shape: step time does not depend on pixel values."""
-    info = DATASETS.get(name)
+    info = dataset_info(name)
     g = torch.Generator().manual_seed(0)
     x = torch.randn(n, info.channels, info.size, info.size, generator=g).to(device)
     y = torch.randint(0, info.num_classes, (n,), generator=g).to(device)

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inputdp.datasets import DATASETS
+from inputdp.datasets import canonical_name
 from inputdp.methods import METHODS
 
 from .config import PerfFlags, PrivacySpec, RunConfig, run_key
@@ -58,6 +58,7 @@ def parse_list(text: str, kind: type, what: str) -> list:
 
 def resolve_methods(text: str) -> list[str]:
     if text == "all":
+        METHODS.check_all_load()  # "all" with a plug-in that does not load would quietly be fewer
         return METHODS.names()
     names = [m.strip() for m in text.split(",") if m.strip()]
     for m in names:
@@ -71,7 +72,7 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
                  overrides: Overrides | None = None) -> RunConfig:
     o = overrides or Overrides()
     METHODS.get(method)
-    DATASETS.get(dataset)
+    dataset = canonical_name(dataset)
     s = PRESETS.get(preset).settings(dataset)
     own = s.method_settings.get(method, {})
 
@@ -173,6 +174,7 @@ def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: s
     """
     from .harness import run
 
+    config = with_data_fingerprint(config)
     tracker = MLflowTracker(tracking_uri, experiment)
     marked = 0
     if skip_finished:
@@ -189,10 +191,21 @@ def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: s
     return RunSummary(config, "ran", dict(result.metrics), marked)
 
 
+def with_data_fingerprint(config: RunConfig) -> RunConfig:
+    """The configuration with its data's content fingerprint (cached by the files' sizes and times: a few ``stat``
+    calls on a rerun), so that the store knows the run by its data, not by the data set's name."""
+    if config.data_fingerprint:
+        return config
+    from inputdp.datasets.fingerprint import data_fingerprint
+
+    return config.replace(data_fingerprint=data_fingerprint(config.dataset, config.data_dir))
+
+
 def mark_lost_run(config: RunConfig, error: str, *, tracking_uri: str | None, experiment: str,
                   perf: PerfFlags) -> RunSummary:
     """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
     try:
+        config = with_data_fingerprint(config)
         tracker = MLflowTracker(tracking_uri, experiment)
         runs = runs_with_key(tracker.client, tracker.experiment_id, run_key(config, perf))
         marked = reap(tracker.client, tracker.experiment_id, runs)[1]

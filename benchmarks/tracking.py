@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import math
 import os
 import random
@@ -396,6 +397,20 @@ class MLflowTracker:
         self._beat()
         self.client.log_batch(self.run_id, params=[Param(k, _param_value(v)) for k, v in params.items()],
                               tags=[*extra, RunTag("status_note", "started")])
+        self._log_dataset(config, params)
+
+    def _log_dataset(self, config, params: dict[str, Any]) -> None:
+        """The run's data set as an MLflow input (the UI's Dataset column): its name and content digest, where it
+        was read from, and how many examples each split held; never the data."""
+        from mlflow.entities import Dataset, DatasetInput, InputTag
+
+        if not getattr(config, "data_fingerprint", ""):
+            return
+        source = json.dumps({"dataset": config.dataset, "data_dir": str(config.data_dir or "")})
+        profile = json.dumps({"train_examples": params.get("train_size"), "test_examples": params.get("data.test_size")})
+        dataset = Dataset(name=config.dataset, digest=config.data_fingerprint, source_type="local", source=source,
+                          profile=profile)
+        self.client.log_inputs(self.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "training")])])
 
     @shield
     def on_epoch(self, epoch: int, metrics: dict[str, float]) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -11,7 +12,7 @@ import torch
 
 from inputdp.benchmarks.errors import ConfigError, one_line
 
-from .registry import DATASETS, DatasetInfo, data_dir_from
+from .registry import DatasetInfo, data_dir_from, dataset_info
 
 # Subsets (smoke runs) are drawn with this fixed seed, so every run seed sees the same examples.
 SUBSET_SEED = 20240101
@@ -26,6 +27,11 @@ class TensorData:
     y_train: torch.Tensor
     x_test: torch.Tensor
     y_test: torch.Tensor
+    #: what the run should say about its data: a split or a resize of a data set given by path, fewer examples than
+    #: asked for (logged with the run, printed once when loaded)
+    notes: tuple[str, ...] = ()
+    #: the content fingerprint of the arrays (``datasets.fingerprint``), when loaded from a source
+    fingerprint: str = ""
 
     @property
     def train_size(self) -> int:
@@ -43,7 +49,8 @@ class TensorData:
         perm = torch.randperm(total, generator=torch.Generator().manual_seed(HOLDOUT_SEED))
         held, kept = perm[:n].sort().values, perm[n:].sort().values
         held, kept = held.to(self.x_train.device), kept.to(self.x_train.device)
-        return TensorData(self.info, self.x_train[kept], self.y_train[kept], self.x_train[held], self.y_train[held])
+        return TensorData(self.info, self.x_train[kept], self.y_train[kept], self.x_train[held], self.y_train[held],
+                          self.notes, self.fingerprint)
 
 
 def check_holdout(n: int, total: int) -> None:
@@ -107,9 +114,24 @@ def _remove_new_empty_folders(root: Path, before: set[str]) -> None:
             pass
 
 
+_SAID: set[str] = set()
+
+
+def _say_once(note: str) -> None:
+    """A note on the data (a split, a resize, fewer examples than asked for), printed once per process; runs log it."""
+    if note not in _SAID:
+        _SAID.add(note)
+        print(f"data: {note}", file=sys.stderr)
+
+
 @functools.lru_cache(maxsize=4)
 def _load_raw(name: str, root: str, download: bool):
-    info = DATASETS.get(name)
+    info = dataset_info(name)
+    if info.location:  # given by path: read there, never downloaded
+        x = _load_with(info, info.location, False)
+        for note in info.notes:
+            _say_once(note)
+        return x
     where = Path(root)
     if where.exists() and not where.is_dir():
         raise ConfigError(f"data directory {root} is not a folder: pass --data-dir FOLDER")
@@ -185,23 +207,44 @@ def load_tensor_data(
     download: bool = True,
 ) -> TensorData:
     """Load a registered data set once, normalise it, and place it on ``device``."""
-    info = DATASETS.get(name)
+    info = dataset_info(name)
     root = data_dir_from(data_dir)
     if os.environ.get("INPUTDP_NO_DOWNLOAD", "") not in ("", "0"):
         download = False
-    x_tr, y_tr, x_te, y_te = _load_raw(name, str(root), download)
-    _check_contents(info, root, x_tr, y_tr, x_te, y_te)
+    raw = load_raw(name, data_dir, download=download)
+    x_tr, y_tr, x_te, y_te = raw
+    _check_contents(info, info.location or root, x_tr, y_tr, x_te, y_te)
+    notes = list(info.notes)
+    for split, asked, have in (("training", train_examples, x_tr.shape[0]), ("test", test_examples, x_te.shape[0])):
+        if asked > have:
+            note = (f"{info.name} has {have} {split} examples, fewer than the {asked} asked for: the run uses all "
+                    f"{have}")
+            notes.append(note)
+            _say_once(note)
+    from .fingerprint import raw_digest
+
+    digest = raw_digest(name, str(root), download)
     x_tr, y_tr = _subset(x_tr, y_tr, train_examples)
     x_te, y_te = _subset(x_te, y_te, test_examples)
     return TensorData(info, normalise(info, x_tr).to(device), y_tr.to(device), normalise(info, x_te).to(device),
-                      y_te.to(device))
+                      y_te.to(device), tuple(notes), digest)
+
+
+def load_raw(name: str, data_dir: str | None = None, *, download: bool = True):
+    """The data set's arrays as its source gives them (pixels uint8, or float in [0, 1]; int64 labels), read once
+    per process."""
+    if os.environ.get("INPUTDP_NO_DOWNLOAD", "") not in ("", "0"):
+        download = False
+    return _load_raw(name, str(data_dir_from(data_dir)), download)
 
 
 def normalise(info: DatasetInfo, x: torch.Tensor) -> torch.Tensor:
-    """8-bit pixels (N C H W) to the model's input: (x / 255 - mean) / std per channel."""
+    """Pixels (N C H W; uint8, or float in [0, 1]) to the model's input: (x / 255 - mean) / std per channel (no
+    division for floats)."""
     mean = torch.tensor(info.mean).view(1, -1, 1, 1)
     std = torch.tensor(info.std).view(1, -1, 1, 1)
-    return (x.float() / 255.0 - mean) / std
+    scaled = x.float() / 255.0 if x.dtype == torch.uint8 else x.float()
+    return (scaled - mean) / std
 
 
 def blank_value(info: DatasetInfo) -> tuple[float, ...]:

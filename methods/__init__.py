@@ -2,8 +2,9 @@
 
 The built-in methods are registered below. A method can also live in its own installed package: it declares an
 entry point in the group ``inputdp.methods`` whose object is a :class:`MethodInfo` (its ``target`` the import
-string of its :class:`~inputdp.methods.base.Method` subclass), and is registered when this package is imported.
-A plug-in whose name is taken, or that fails to load, is a one-line error naming it.
+string of its :class:`~inputdp.methods.base.Method` subclass), and is registered on the registry's first use
+(``inputdp.benchmarks.registry``). A plug-in whose name is taken, or that fails to load, is a one-line error naming
+it, raised only by a command that asks for it.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ class MethodInfo(Entry):
     needs_public_data: bool = False
 
 
-METHODS: Registry[MethodInfo] = Registry("method")
+METHODS: Registry[MethodInfo] = Registry("method", group=ENTRY_POINT_GROUP, entry_type=MethodInfo)
 
 
 def register_method(info: MethodInfo, *, force: bool = False) -> MethodInfo:
@@ -62,29 +63,9 @@ register_method(MethodInfo(
 
 
 def load_plugins() -> list[str]:
-    """Register every method that installed packages declare; returns their names."""
-    from importlib.metadata import entry_points
-
-    names = []
-    for ep in sorted(entry_points(group=ENTRY_POINT_GROUP), key=lambda e: e.name):
-        try:
-            obj = ep.load()
-        except Exception as err:  # noqa: BLE001 - a broken plug-in: one line naming it, not a traceback
-            raise ConfigError(f"the method plug-in {ep.name!r} ({ep.value}) failed to load: "
-                              f"{type(err).__name__}: {err}") from None
-        if not isinstance(obj, MethodInfo):
-            raise ConfigError(f"the method plug-in {ep.name!r} ({ep.value}) is not allowed: its entry point must name a "
-                              f"MethodInfo, not a {type(obj).__name__}")
-        info = obj
-        if info.name in METHODS:
-            raise ConfigError(f"the method plug-in {ep.value!r} registers {info.name!r}, a name already taken by "
-                              f"{METHODS.get(info.name).target}: give the plug-in another name")
-        register_method(info)
-        names.append(info.name)
-    return names
+    """Register every method that installed packages declare (not registered yet); returns their names."""
+    return METHODS.load_plugins()
 
 
-PLUGINS = load_plugins()
-
-__all__ = ["ENTRY_POINT_GROUP", "METHODS", "PLUGINS", "MethodInfo", "create_method", "load_plugins",
+__all__ = ["ENTRY_POINT_GROUP", "METHODS", "MethodInfo", "create_method", "load_plugins",
            "reference_method", "register_method"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.registry import Entry, Registry
 
 from .common import Classifier, norm_layer
@@ -20,9 +21,13 @@ class ModelInfo(Entry):
     #: the first weight layer is dense on the flattened input (one weight per input coordinate); such a model is
     #: built with the data set's blank pixel value (``input_zero``) and can be audited with ``exclusive_support``
     dense_input: bool = False
+    #: the smallest image side the model takes (its convolutions and pools need room); smaller is refused in one line
+    min_size: int = 1
 
 
-MODELS: Registry[ModelInfo] = Registry("model")
+#: the entry-point group that installed packages use to add models (an entry point naming a ModelInfo)
+ENTRY_POINT_GROUP = "inputdp.models"
+MODELS: Registry[ModelInfo] = Registry("model", group=ENTRY_POINT_GROUP, entry_type=ModelInfo)
 
 
 def register_model(info: ModelInfo, *, force: bool = False) -> ModelInfo:
@@ -31,27 +36,27 @@ def register_model(info: ModelInfo, *, force: bool = False) -> ModelInfo:
 
 _M = "inputdp.benchmarks.models."
 register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", default_width=16, grad_sample_mode="ghost",
-                         summary="two conv layers and a 64-unit hidden layer; trains on a CPU in minutes"))
+                         min_size=4, summary="two conv layers and a 64-unit hidden layer; trains on a CPU in minutes"))
 register_model(ModelInfo(name="mlp", target=_M + "mlp:MLP", default_width=512, grad_sample_mode="ghost",
                          dense_input=True,
                          summary="two 512-unit dense ReLU layers on the flattened input (Abadi et al. 2016's kind)"))
-register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", default_width=16, grad_sample_mode="ghost",
+register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", default_width=16, grad_sample_mode="ghost", min_size=16,
                          summary="Papernot et al. 2021's MNIST CNN with tanh (tempered sigmoid) activations, 26k parameters"))
-register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16, grad_sample_mode="ghost",
+register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16, grad_sample_mode="ghost", min_size=16,
                          summary="the same CNN with ReLU: the activation comparison of Papernot et al. 2021"))
 register_model(ModelInfo(name="scatter_linear", target=_M + "scatternet:ScatterLinear", default_width=0,
-                         grad_sample_mode="ghost",
+                         grad_sample_mode="ghost", min_size=4,
                          summary="Tramèr & Boneh 2021: fixed scattering features (kymatio), GroupNorm, one linear layer"))
 register_model(ModelInfo(name="scatter_cnn", target=_M + "scatternet:ScatterCNN", default_width=16,
-                         grad_sample_mode="ghost",
+                         grad_sample_mode="ghost", min_size=4,
                          summary="Tramèr & Boneh 2021: fixed scattering features, GroupNorm, a small tanh CNN"))
 register_model(ModelInfo(name="wrn16_4", target=_M + "wrn:WRN16", default_width=4,
                          summary="WRN-16-4 (pre-activation, GroupNorm), De et al. 2022's CIFAR-10 DP-SGD model, 2.7M"))
 register_model(ModelInfo(name="resnet18", target=_M + "resnets:ResNet18", default_width=64,
                          summary="ResNet-18 with the CIFAR stem (3x3 conv, no max-pool), 11M parameters"))
-register_model(ModelInfo(name="resnet9", target=_M + "resnets:ResNet9", default_width=64,
+register_model(ModelInfo(name="resnet9", target=_M + "resnets:ResNet9", default_width=64, min_size=8,
                          summary="ResNet-9 (Myrtle/Hoelzl et al. 2022), the paper's DermaMNIST model"))
-register_model(ModelInfo(name="inception_simple", target=_M + "inception:SimpleInception", default_width=32,
+register_model(ModelInfo(name="inception_simple", target=_M + "inception:SimpleInception", default_width=32, min_size=4,
                          summary="simplified Inception (Szegedy et al. 2015), the paper's MNIST model"))
 
 
@@ -60,6 +65,9 @@ def build_model(name: str, *, num_classes: int, channels: int, size: int, norm: 
     """``input_zero``: the data set's blank pixel per channel (``datasets.blank_value``), for models with
     ``dense_input`` (others ignore it); left empty, such a model takes 0 as blank."""
     info = MODELS.get(name)
+    if size < info.min_size:
+        raise ConfigError(f"model {name!r} is not allowed for {size}x{size} images: it takes images of at least "
+                          f"{info.min_size}x{info.min_size} (resize them: folder:PATH?size=N, npz:FILE?size=N)")
     cls = info.load()
     extra = {"input_zero": tuple(input_zero)} if info.dense_input else {}
     return cls(num_classes=num_classes, channels=channels, size=size, norm=norm, width=width or info.default_width,

@@ -23,6 +23,7 @@ else computed from the votes' privacy analysis (the smooth sensitivity, the best
 from __future__ import annotations
 
 import math
+import sys
 import time
 from typing import Any
 
@@ -190,7 +191,13 @@ class PATE(Method):
 
         # public split of the test set (fixed, seed-independent)
         perm = torch.randperm(data.x_test.shape[0], generator=torch.Generator().manual_seed(PUBLIC_SPLIT_SEED))
-        pool_n = min(o["public_pool"], data.x_test.shape[0] - 1)
+        n_test = data.x_test.shape[0]
+        pool_n = min(o["public_pool"], n_test - 1)
+        if n_test - pool_n < max(1, n_test // 10):  # the student would be judged on a handful of examples
+            pool_n = max(1, n_test // 2)
+            print(f"pate: public_pool={o['public_pool']} leaves under 10% of the {n_test} test examples to evaluate "
+                  f"the student on: {pool_n} are the public pool, {n_test - pool_n} evaluate", file=sys.stderr)
+        metrics["public_pool_used"] = pool_n
         pool, held = perm[:pool_n].to(device), perm[pool_n:].to(device)
         x_eval, y_eval = data.x_test[held], data.y_test[held]
 

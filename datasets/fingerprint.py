@@ -1,0 +1,108 @@
+"""The data as part of a run's identity: a content fingerprint of the arrays a run trains and tests on.
+
+Two different data under one name (a user's images written in MNIST's files, say) are two configurations, never one
+row. The fingerprint is a BLAKE2b digest of the arrays exactly as the source hands them over (dtype, shape, bytes;
+before any subset, which the run's configuration names with its fixed seed). Hashing MNIST takes a fraction of a
+second, decoding it a few; so the digest is cached per data set by the sizes and modification times of the files it
+was read from (``DatasetInfo.paths``), in ``$INPUTDP_CACHE`` (default: the user cache directory): on a rerun it
+costs a few ``stat`` calls. A file rewritten in place with the same size and modification time would keep a stale
+digest; the cache keys by nanosecond mtime, which every write moves.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import torch
+
+from .registry import DatasetInfo, data_dir_from, dataset_info
+
+#: changes whenever what the digest covers changes, so no stale cached digest is ever reused
+VERSION = 1
+
+
+def fingerprint_of_arrays(arrays: Sequence[torch.Tensor]) -> str:
+    """16 hex digits over each array's dtype, shape and bytes, in order."""
+    h = hashlib.blake2b(digest_size=8)
+    h.update(f"inputdp-data-v{VERSION}".encode())
+    for t in arrays:
+        t = t.detach().cpu().contiguous()
+        h.update(f"|{t.dtype}|{tuple(t.shape)}|".encode())
+        h.update(memoryview(t.numpy()).cast("B"))
+    return h.hexdigest()
+
+
+def cache_file() -> Path:
+    base = os.environ.get("INPUTDP_CACHE")
+    if base:
+        return Path(base).expanduser() / "fingerprints.json"
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "inputdp" / "fingerprints.json"
+
+
+def _source_files(info: DatasetInfo, root: Path) -> list[list]:
+    """[relative path, size, mtime_ns] of each file the data set is read from, sorted; [] when it names none."""
+    out = []
+    for pattern in info.paths:
+        found = [root] if pattern == "" else sorted(root.glob(pattern))
+        for f in found:
+            if f.is_file():
+                st = f.stat()
+                out.append([str(f.relative_to(root)) if pattern else f.name, st.st_size, st.st_mtime_ns])
+    return sorted(out)
+
+
+def _read_cache(path: Path) -> dict:
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+
+
+def _write_cache(path: Path, key: str, entry: dict) -> None:
+    """Atomic: a concurrent writer loses at most its own entry (the next run computes it again)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        cache = _read_cache(path)
+        cache[key] = entry
+        tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(json.dumps(cache, indent=0, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError:
+        pass  # a read-only cache directory costs a hash per process, nothing else
+
+
+def data_fingerprint(name: str, data_dir: str | None = None, *, download: bool = True) -> str:
+    """The fingerprint of data set ``name`` as it would be loaded now (from the cache when its files are unchanged)."""
+    from .generic import parse
+
+    info = dataset_info(name)
+    if info.location:
+        spec = parse(info.location)
+        root = Path(spec.path)
+    else:
+        root = data_dir_from(data_dir)
+    files = _source_files(info, root) if root.exists() else []
+    key = f"{info.name}|{root.resolve() if root.exists() else root}"
+    path = cache_file()
+    if files:
+        entry = _read_cache(path).get(key)
+        if entry and entry.get("version") == VERSION and entry.get("files") == files:
+            return str(entry["digest"])
+    digest = raw_digest(name, str(data_dir_from(data_dir)), download)
+    if files:
+        _write_cache(path, key, {"version": VERSION, "files": files, "digest": digest})
+    return digest
+
+
+@functools.lru_cache(maxsize=8)
+def raw_digest(name: str, root: str, download: bool = True) -> str:
+    """The fingerprint of the arrays loaded now (once per process and data set)."""
+    from .tensor_data import load_raw
+
+    return fingerprint_of_arrays(load_raw(name, root, download=download))

@@ -135,8 +135,10 @@ def load_synthetic(root: str, download: bool, *, train: int = 6000, test: int = 
     del root, download
     g = torch.Generator().manual_seed(SYNTHETIC_SEED)
     coarse = (torch.rand(classes, 1, 7, 7, generator=g) > 0.6).float()
-    templates = torch.nn.functional.interpolate(coarse, size=(size - 4, size - 4), mode="bilinear", align_corners=False)
-    templates = torch.nn.functional.pad(templates, (2, 2, 2, 2))  # a blank border: room for the shifts
+    templates = torch.nn.functional.interpolate(coarse, size=(size - 8, size - 8), mode="bilinear", align_corners=False)
+    # a blank border of 4: room for the shifts, and an outer ring blank in every image (as MNIST's is), which the
+    # white-box exclusive-support audit writes its canaries into
+    templates = torch.nn.functional.pad(templates, (4, 4, 4, 4))
 
     def draw(n: int) -> tuple[torch.Tensor, torch.Tensor]:
         y = torch.arange(n) % classes

@@ -124,10 +124,10 @@ def test_white_box_scores_computes_only_what_is_asked():
         assert set(one) == {name} and abs(one[name] - full[name]).max() < 1e-6
 
 
-def test_canaries_are_recorded_and_kept_out_of_the_base(shared_data):
+def test_canaries_are_recorded_and_kept_out_of_the_base():
     from inputdp.datasets import load_tensor_data
 
-    data = load_tensor_data("mnist", data_dir=str(shared_data), train_examples=1000, test_examples=100)
+    data = load_tensor_data("synthetic", train_examples=1000, test_examples=100)
     c = make_canaries("mislabeled", data, 100, seed=3)
     assert c.base.train_size == 900 and 30 < c.included.sum() < 70
     for kind in ("random_pattern", "blank_patch"):
@@ -156,18 +156,18 @@ def test_canaries_are_recorded_and_kept_out_of_the_base(shared_data):
 
 @pytest.mark.slow
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_soundness_on_dpsgd(shared_data, seed):
+def test_soundness_on_dpsgd(seed):
     """A correct mechanism: the bound never exceeds the claimed epsilon, for any score."""
-    config = smoke_config("dpsgd", shared_data, epsilon=1.0, seed=seed, epochs=6)
+    config = smoke_config("dpsgd", epsilon=1.0, seed=seed, epochs=6)
     result = audit(config, canaries=200, canary_kind="random_pattern", perf=QUIET)
     for o in result.outcomes:
         assert o.epsilon_lb <= 1.0, (o.score, o.epsilon_lb)
 
 
 @pytest.mark.slow
-def test_power_on_nonprivate(shared_data):
+def test_power_on_nonprivate():
     """Non-private training memorises input-space canaries: a clearly positive bound."""
-    config = smoke_config("nonprivate", shared_data, epochs=10)
+    config = smoke_config("nonprivate", epochs=10)
     result = audit(config, canaries=200, canary_kind="random_pattern", perf=QUIET)
     assert result.best.epsilon_lb >= 0.5, result.as_json()
     assert result.best.epsilon_lb <= result.best.ceiling

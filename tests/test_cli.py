@@ -8,6 +8,8 @@ import sys
 
 from inputdp.benchmarks.cli import main
 
+from .helpers import write_mnist
+
 
 def test_list(capsys):
     assert main(["list"]) == 0
@@ -17,9 +19,8 @@ def test_list(capsys):
         assert f"  {name} " in out
 
 
-def test_run_smoke_writes_sqlite_store(shared_data, tmp_path, capsys):
-    code = main(["run", "--methods", "nonprivate", "--dataset", "mnist", "--preset", "smoke", "--no-progress",
-                 "--data-dir", str(shared_data)])
+def test_run_smoke_writes_sqlite_store(tmp_path, capsys):
+    code = main(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke", "--no-progress"])
     assert code == 0
     assert (tmp_path / "mlflow.db").exists()  # the default store, in the working directory
     assert "nonprivate" in capsys.readouterr().out
@@ -33,12 +34,10 @@ def test_missing_data_one_line(tmp_path, monkeypatch, capsys):
     assert code == 2 and err.count("\n") == 1 and "train_32x32.mat" in err
 
 
-def test_corrupt_data_one_line_in_a_subprocess(tmp_path, shared_data):
-    raw = tmp_path / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    for f in (shared_data / "MNIST" / "raw").iterdir():
-        if not f.name.endswith(".gz"):
-            (raw / f.name).write_bytes(f.read_bytes()[:1000])
+def test_corrupt_data_one_line_in_a_subprocess(tmp_path):
+    raw = write_mnist(tmp_path)  # MNIST's own file layout, then each file cut short
+    for f in raw.iterdir():
+        f.write_bytes(f.read_bytes()[:1000])
     proc = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "run", "--methods", "nonprivate",
                            "--dataset", "mnist", "--preset", "smoke", "--data-dir", str(tmp_path), "--no-progress"],
                           capture_output=True, text=True, env={"INPUTDP_NO_DOWNLOAD": "1", "PATH": ""})

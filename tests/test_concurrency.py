@@ -27,10 +27,10 @@ def _runs(uri: str, experiment: str = "inputdp") -> list:
     return c.search_runs([exp], max_results=1000)
 
 
-def test_two_sweeps_on_a_fresh_store_run_each_configuration_once(shared_data, tmp_path):
+def test_two_sweeps_on_a_fresh_store_run_each_configuration_once(tmp_path):
     uri = f"sqlite:///{tmp_path / 'fresh.db'}"  # does not exist yet: both processes meet its schema creation
-    argv = _bench("run", "--methods", "nonprivate,dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke",
-                  "--epsilons", "1,2", "--seeds", "0,1", "--steps", "4", "--data-dir", str(shared_data),
+    argv = _bench("run", "--methods", "nonprivate,dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke",
+                  "--epsilons", "1,2", "--seeds", "0,1", "--steps", "4",
                   "--no-progress", "--tracking-uri", uri)
     procs = [subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)]
     outs = [p.communicate(timeout=600) for p in procs]
@@ -188,12 +188,11 @@ def test_a_signal_during_a_store_write_waits_for_it_to_end():
 
 @pytest.mark.parametrize("signum,code,last_line", [(signal.SIGTERM, 143, "bench: terminated"),
                                                     (signal.SIGINT, 130, "bench: interrupted")])
-def test_a_signal_ends_the_run_killed(shared_data, tmp_path, signum, code, last_line):
+def test_a_signal_ends_the_run_killed(tmp_path, signum, code, last_line):
     """SIGTERM (timeout, kill, schedulers) ends a run like Ctrl-C does: KILLED in the store, nothing left RUNNING."""
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    proc = subprocess.Popen(_bench("run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke",
-                                   "--steps", "100000", "--epsilons", "100", "--option", "accountant=paper",
-                                   "--data-dir", str(shared_data), "--no-progress",
+    proc = subprocess.Popen(_bench("run", "--methods", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke",
+                                   "--steps", "100000", "--epsilons", "100", "--option", "accountant=paper", "--no-progress",
                                    "--tracking-uri", uri), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         deadline = time.monotonic() + 120

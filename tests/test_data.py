@@ -15,6 +15,8 @@ from inputdp.benchmarks.sampling import batch_size_interval, epoch_lengths, pois
 from inputdp.datasets import load_tensor_data
 from inputdp.datasets.tensor_data import _load_raw
 
+from .helpers import write_mnist
+
 
 @pytest.fixture(autouse=True)
 def _fresh_cache():
@@ -35,9 +37,9 @@ def test_fashionmnist_real(shared_data):
     assert d.x_train.shape == (500, 1, 28, 28) and d.x_test.shape[0] == 10000
 
 
-def test_subset_is_seed_independent(shared_data):
-    a = load_tensor_data("mnist", data_dir=str(shared_data), download=False, train_examples=300)
-    b = load_tensor_data("mnist", data_dir=str(shared_data), download=False, train_examples=300)
+def test_subset_is_seed_independent():
+    a = load_tensor_data("synthetic", download=False, train_examples=300)
+    b = load_tensor_data("synthetic", download=False, train_examples=300)
     assert torch.equal(a.y_train, b.y_train)
 
 
@@ -106,13 +108,11 @@ def test_missing_dataset_says_which_files_where(tmp_path):
     assert "\n" not in msg and str(tmp_path) in msg and "cifar-10-batches-py" in msg
 
 
-def test_corrupt_mnist_file(tmp_path, shared_data):
-    raw = tmp_path / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    for f in (shared_data / "MNIST" / "raw").iterdir():
-        if not f.name.endswith(".gz"):
-            data = f.read_bytes()
-            (raw / f.name).write_bytes(data[: len(data) // 2] if f.name.startswith("train-images") else data)
+def test_corrupt_mnist_file(tmp_path):
+    raw = write_mnist(tmp_path, n_train=200)
+    f = raw / "train-images-idx3-ubyte"
+    data = f.read_bytes()
+    f.write_bytes(data[: len(data) // 2])
     with pytest.raises(ConfigError, match="corrupt"):
         load_tensor_data("mnist", data_dir=str(tmp_path), download=False)
 

@@ -47,11 +47,8 @@ QUIET = PerfFlags(device="cpu", progress=False)
 
 @pytest.fixture(scope="module")
 def small_mnist():
-    from .conftest import SHARED_DATA, have_mnist
-
-    if not have_mnist():
-        pytest.skip("real MNIST not found")
-    return load_tensor_data("mnist", data_dir=str(SHARED_DATA), train_examples=2000, test_examples=1000)
+    """The smoke runs' data: the generated set, whose outer ring is blank in every image (as MNIST's border is)."""
+    return load_tensor_data("synthetic", train_examples=2000, test_examples=1000)
 
 
 # --- the canaries --------------------------------------------------------------------------------------------
@@ -100,9 +97,9 @@ def test_the_mlp_sees_blank_pixels_as_exact_zeros(small_mnist):
 
 
 # --- the score -----------------------------------------------------------------------------------------------
-def test_score_is_exactly_zero_without_the_canary_and_positive_with_it(small_mnist, shared_data):
+def test_score_is_exactly_zero_without_the_canary_and_positive_with_it(small_mnist):
     """Non-private SGD with momentum: the weights of a coordinate blank in every training example never move."""
-    config = smoke_config("nonprivate", shared_data, model="mlp", steps=200)
+    config = smoke_config("nonprivate", model="mlp", steps=200)
     made = make_canaries("exclusive_support", small_mnist, 10, seed=1)
     for data, expect_moved in ((made.base, np.zeros(10, bool)), (with_canaries(made), made.included)):
         result = run(config, QUIET, data=data, keep_model=True)
@@ -114,8 +111,8 @@ def test_score_is_exactly_zero_without_the_canary_and_positive_with_it(small_mni
     assert 0 < made.included.sum() < 10
 
 
-def test_conv_models_are_refused_not_scored_zero(shared_data, small_mnist):
-    config = smoke_config("nonprivate", shared_data)  # small_cnn
+def test_conv_models_are_refused_not_scored_zero(small_mnist):
+    config = smoke_config("nonprivate")  # small_cnn
     with pytest.raises(ConfigError, match="first layer is a convolution.*--model mlp"):
         audit(config, canaries=10, canary_kind="exclusive_support", scores=("exclusive_weight_change",), perf=QUIET)
     cnn = build_model("small_cnn", num_classes=10, channels=1, size=28, norm="group", width=8)
@@ -123,7 +120,7 @@ def test_conv_models_are_refused_not_scored_zero(shared_data, small_mnist):
     with pytest.raises(ConfigError, match="Conv2d, not dense"):
         exclusive_weight_change(cnn, cnn, made.support)
     with pytest.raises(ConfigError, match="use --canary-kind exclusive_support"):
-        audit(smoke_config("nonprivate", shared_data, model="mlp"), canaries=10, canary_kind="random_pattern",
+        audit(smoke_config("nonprivate", model="mlp"), canaries=10, canary_kind="random_pattern",
               scores=("exclusive_weight_change",), perf=QUIET)
     # on a conv model, "auto" means the general scores, and the kind's reference-free ones only
     assert resolve_scores("auto", "exclusive_support", "mlp") == ("exclusive_weight_change",)
@@ -133,10 +130,10 @@ def test_conv_models_are_refused_not_scored_zero(shared_data, small_mnist):
         "loss", "margin", "gradient_alignment", "relearn", "first_layer_projection")
 
 
-def test_cli_refuses_exclusive_score_on_a_conv_model_in_one_line(shared_data, tmp_path):
+def test_cli_refuses_exclusive_score_on_a_conv_model_in_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "audit", "--method", "dirichlet_softmax",
-                          "--dataset", "mnist", "--preset", "smoke", "--canary-kind", "exclusive_support",
-                          "--score", "exclusive_weight_change", "--data-dir", str(shared_data), "--no-track"],
+                          "--dataset", "synthetic", "--preset", "smoke", "--canary-kind", "exclusive_support",
+                          "--score", "exclusive_weight_change", "--no-track"],
                          capture_output=True, text=True, timeout=120, cwd=tmp_path,
                          env={**os.environ, "INPUTDP_NO_DOWNLOAD": "1"})
     assert out.returncode == 2
@@ -145,16 +142,16 @@ def test_cli_refuses_exclusive_score_on_a_conv_model_in_one_line(shared_data, tm
 
 
 # --- the one-run audit, end to end (smoke size) --------------------------------------------------------------
-def test_one_run_exclusive_audit_decides_dirichlet_and_stays_sound_for_dpsgd(shared_data):
+def test_one_run_exclusive_audit_decides_dirichlet_and_stays_sound_for_dpsgd():
     """The decisive test on the smoke preset: Dirichlet-softmax, whose noise never reaches the parameters, has
     every guess right (the one-test ceiling); DP-SGD at the same claimed epsilon stays below its claim."""
-    dirichlet = audit(smoke_config("dirichlet_softmax", shared_data, epsilon=1.0, model="mlp", steps=200),
+    dirichlet = audit(smoke_config("dirichlet_softmax", epsilon=1.0, model="mlp", steps=200),
                       canaries=40, canary_kind="exclusive_support", perf=QUIET)
     (o,) = dirichlet.outcomes
     assert dirichlet.tests == 1 and o.score == "exclusive_weight_change"
     assert o.correct == o.guesses == 40 and o.epsilon_lb == o.ceiling > 2.5
     assert "one test" in dirichlet.family()
-    dpsgd = audit(smoke_config("dpsgd", shared_data, epsilon=1.0, model="mlp", steps=200),
+    dpsgd = audit(smoke_config("dpsgd", epsilon=1.0, model="mlp", steps=200),
                   canaries=40, canary_kind="exclusive_support", perf=QUIET)
     assert dpsgd.best.epsilon_lb <= 1.0
 
@@ -220,12 +217,12 @@ def test_multi_run_bound_is_sound_on_a_mechanism_of_known_epsilon():
 
 
 # --- the multi-run audit, end to end -------------------------------------------------------------------------
-def test_multi_run_audit_logs_one_mlflow_run_with_counts(shared_data, tmp_path, monkeypatch):
+def test_multi_run_audit_logs_one_mlflow_run_with_counts(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a journal of its own
     uri = f"sqlite:///{tmp_path / 'runs.db'}"
     from inputdp.benchmarks.tracking import MLflowTracker
 
-    config = smoke_config("dirichlet_softmax", shared_data, epsilon=4.0, model="mlp", steps=120)
+    config = smoke_config("dirichlet_softmax", epsilon=4.0, model="mlp", steps=120)
     tracker = MLflowTracker(uri, "mr", extra_tags={"kind": "audit", "audit_of_match_key": config.match_key()})
     result = multi_run_audit(config, runs=16, canary_kind="exclusive_support", score="exclusive_weight_change",
                              perf=QUIET, tracker=tracker)
@@ -243,24 +240,24 @@ def test_multi_run_audit_logs_one_mlflow_run_with_counts(shared_data, tmp_path, 
     assert json.loads(json.dumps(result.as_json()))["test_half"] == {"tp": 4, "fn": 0, "fp": 0, "tn": 4}
 
 
-def test_multi_run_refusals(shared_data):
+def test_multi_run_refusals():
     from inputdp.benchmarks.audit_runs import check_runs
 
     for bad in (7, 0, -2, 3):
         with pytest.raises(ConfigError, match="even number >= 8"):
             check_runs(bad)
     out = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "audit", "--runs", "8", "--method",
-                          "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke", "--model", "mlp",
-                          "--canary-kind", "exclusive_support", "--score", "loss,margin", "--data-dir",
-                          str(shared_data), "--no-track"], capture_output=True, text=True, timeout=120)
+                          "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke", "--model", "mlp",
+                          "--canary-kind", "exclusive_support", "--score", "loss,margin", "--no-track"],
+                         capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and "a multi-run audit is one test of one score" in out.stderr
     out = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "audit", "--runs", "8", "--canaries", "5",
-                          "--method", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke", "--model", "mlp",
-                          "--data-dir", str(shared_data), "--no-track"], capture_output=True, text=True, timeout=120)
+                          "--method", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke", "--model", "mlp",
+                          "--no-track"], capture_output=True, text=True, timeout=120)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "--canaries 5 is not allowed with --runs" in out.stderr
 
 
-def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(shared_data, tmp_path, monkeypatch):
+def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(tmp_path, monkeypatch):
     """The driver on a stand-in for training (the score says whether the canary was in): stopped after 5 runs by
     Ctrl-C, started again, it runs the other 11 only; the journal is gone once the audit is done."""
     from inputdp.benchmarks import audit_runs
@@ -275,7 +272,7 @@ def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(shared_dat
         return audit_runs.RunScore(config.seed, included[config.seed], float(included[config.seed]), 0.5, 0.01)
 
     monkeypatch.setattr(audit_runs, "score_one_run", fake)
-    config = smoke_config("dirichlet_softmax", shared_data, epsilon=4.0, model="mlp")
+    config = smoke_config("dirichlet_softmax", epsilon=4.0, model="mlp")
     resumed = False
     with pytest.raises(KeyboardInterrupt):
         multi_run_audit(config, runs=16, canary_kind="exclusive_support", score="exclusive_weight_change", perf=QUIET)

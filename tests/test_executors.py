@@ -18,7 +18,7 @@ from inputdp.benchmarks.tracking import client, experiment_id
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
-SWEEP = ["--methods", "dirichlet_softmax,gaussian_penultimate", "--dataset", "mnist", "--preset", "smoke",
+SWEEP = ["--methods", "dirichlet_softmax,gaussian_penultimate", "--dataset", "synthetic", "--preset", "smoke",
          "--epsilons", "1,4", "--seeds", "0", "--no-progress"]  # 4 configurations on 2 workers
 
 
@@ -55,8 +55,8 @@ def server(tmp_path):
     s.stop()
 
 
-def test_ray_sweep_survives_a_killed_worker(server, shared_data, tmp_path):
-    args = [*SWEEP, "--epochs", "8", "--data-dir", str(shared_data), "--tracking-uri", server.uri,
+def test_ray_sweep_survives_a_killed_worker(server, tmp_path):
+    args = [*SWEEP, "--epochs", "8", "--tracking-uri", server.uri,
             "--experiment", "ray", "--executor", "ray", "--workers", "2", "--cpus-per-run", "1"]
     proc = _bench(["run", *args], cwd=tmp_path)
     killed_pid = None
@@ -93,9 +93,9 @@ def test_ray_sweep_survives_a_killed_worker(server, shared_data, tmp_path):
     assert len(after.get("FAILED", [])) == 1 and "RUNNING" not in after
 
 
-def test_submitit_local_array(server, shared_data, tmp_path):
-    proc = _bench(["run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke", "--epsilons",
-                   "1,4", "--seeds", "0", "--no-progress", "--epochs", "1", "--data-dir", str(shared_data),
+def test_submitit_local_array(server, tmp_path):
+    proc = _bench(["run", "--methods", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke", "--epsilons",
+                   "1,4", "--seeds", "0", "--no-progress", "--epochs", "1",
                    "--tracking-uri", server.uri, "--experiment", "slurm", "--executor", "submitit",
                    "--submitit-cluster", "local", "--submitit-folder", str(tmp_path / "logs")], cwd=tmp_path)
     try:
@@ -115,13 +115,13 @@ def test_distributed_executors_refuse_a_sqlite_store(capsys):
     assert code == 2 and err.count("\n") == 1 and "bench server" in err
 
 
-def test_multi_run_audit_on_ray(shared_data, tmp_path):
+def test_multi_run_audit_on_ray(tmp_path):
     """bench audit --runs through the Ray executor: every run comes back, and the scores keep their runs."""
     import json
 
-    proc = _bench(["audit", "--runs", "8", "--method", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke",
+    proc = _bench(["audit", "--runs", "8", "--method", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke",
                    "--model", "mlp", "--steps", "120", "--canary-kind", "exclusive_support", "--epsilon", "4",
-                   "--data-dir", str(shared_data), "--no-track", "--json", "--executor", "ray", "--workers", "2"],
+                   "--no-track", "--json", "--executor", "ray", "--workers", "2"],
                   cwd=tmp_path, env_extra={"XDG_CACHE_HOME": str(tmp_path / "cache")})
     try:
         out, err = proc.communicate(timeout=300)

@@ -24,7 +24,7 @@ BF16 = PerfFlags(device="cpu", amp="bf16", progress=False)
 
 def _prepared(method: str, perf: PerfFlags = BF16, **options):
     data = synthetic_data("mnist", 512, "cpu")
-    config = build_config(method=method, dataset="mnist", preset="smoke", epsilon=4.0, seed=0,
+    config = build_config(method=method, dataset="synthetic", preset="smoke", epsilon=4.0, seed=0,
                           overrides=Overrides(sampling_rate=32 / 512, steps=4, train_examples=512,
                                               method_options={method: options} if options else {}))
     return prepare(config, perf, data), data
@@ -113,14 +113,14 @@ def test_ghost_clipping_under_bf16_is_refused():
 
 
 def test_bad_amp_is_one_line(capsys):
-    assert main(["speed", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--synthetic", "--amp", "fp8"]) == 2
+    assert main(["speed", "--methods", "dirichlet_softmax", "--dataset", "synthetic", "--synthetic", "--amp", "fp8"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--amp 'fp8'" in err
 
 
-def test_a_bf16_smoke_run_trains_as_float32_does(shared_data):
-    config = build_config(method="nonprivate", dataset="mnist", preset="smoke", epsilon=4.0, seed=0,
-                          overrides=Overrides(data_dir=str(shared_data)))
+def test_a_bf16_smoke_run_trains_as_float32_does():
+    config = build_config(method="nonprivate", dataset="synthetic", preset="smoke", epsilon=4.0, seed=0,
+                          overrides=Overrides())
     fp32 = run(config, PerfFlags(device="cpu", progress=False)).metrics["final_test_accuracy"]
     bf16 = run(config, BF16).metrics["final_test_accuracy"]
     assert bf16 > 0.8 and abs(bf16 - fp32) < 0.03  # the cpu-preset Dirichlet comparison (2 seeds): README
@@ -225,13 +225,13 @@ def test_gpu_check_compiles_what_can_be_compiled(tmp_path):
     assert all("--compile is not allowed for dpsgd" in r["refused"] for r in rows if r["method"] == "dpsgd")
 
 
-def test_a_bf16_run_is_not_the_float32_run_of_its_configuration(shared_data, tmp_path):
+def test_a_bf16_run_is_not_the_float32_run_of_its_configuration(tmp_path):
     from inputdp.benchmarks.sweep import expand, run_sweep
     from inputdp.reports.leaderboard import load_runs, tidy
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    configs = expand(methods=["nonprivate"], dataset="mnist", preset="smoke", epsilons=[1.0], seeds=[0],
-                     overrides=Overrides(steps=4, data_dir=str(shared_data)))
+    configs = expand(methods=["nonprivate"], dataset="synthetic", preset="smoke", epsilons=[1.0], seeds=[0],
+                     overrides=Overrides(steps=4))
     fp32 = PerfFlags(device="cpu", progress=False)
     assert len(run_sweep(configs, tracking_uri=uri, perf=fp32).ran) == 1
     second = run_sweep(configs, tracking_uri=uri, perf=BF16)

@@ -14,9 +14,9 @@ from .helpers import smoke_config
 QUIET = PerfFlags(device="cpu", progress=False)
 
 
-def test_run_logs_params_tags_and_epoch_metrics(shared_data, tmp_path):
+def test_run_logs_params_tags_and_epoch_metrics(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    config = smoke_config("dirichlet_softmax", shared_data, epochs=2)
+    config = smoke_config("dirichlet_softmax", epochs=2)
     result = run(config, QUIET, MLflowTracker(uri, "t"))
     c = client(uri)
     (r,) = c.search_runs([experiment_id(c, "t")])
@@ -41,10 +41,10 @@ def test_run_logs_params_tags_and_epoch_metrics(shared_data, tmp_path):
     assert metrics["epsilon_paper_accountant"] == pytest.approx(result.claim.paper_epsilon)
 
 
-def test_sweep_skips_finished_and_reruns_unfinished(shared_data, tmp_path):
+def test_sweep_skips_finished_and_reruns_unfinished(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    configs = expand(methods=["nonprivate", "dirichlet_softmax"], dataset="mnist", preset="smoke", epsilons=[1, 4],
-                     seeds=[0], overrides=Overrides(epochs=1, data_dir=str(shared_data)))
+    configs = expand(methods=["nonprivate", "dirichlet_softmax"], dataset="synthetic", preset="smoke", epsilons=[1, 4],
+                     seeds=[0], overrides=Overrides(epochs=1))
     assert len(configs) == 3  # the non-private reference once per seed
     first = run_sweep(configs, tracking_uri=uri, perf=QUIET)
     assert len(first.ran) == 3 and not first.skipped
@@ -66,13 +66,13 @@ def test_sweep_skips_finished_and_reruns_unfinished(shared_data, tmp_path):
     assert statuses == ["FAILED"] + ["FINISHED"] * 4
 
 
-def test_failed_run_is_marked_failed(shared_data, tmp_path, monkeypatch):
+def test_failed_run_is_marked_failed(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     from inputdp.methods.dirichlet_softmax import DirichletSoftmax
 
     monkeypatch.setattr(DirichletSoftmax, "epsilon_spent", lambda self, steps: 99.0)  # a lying ledger
     with pytest.raises(PrivacyLedgerError):
-        run(smoke_config("dirichlet_softmax", shared_data), QUIET, MLflowTracker(uri))
+        run(smoke_config("dirichlet_softmax"), QUIET, MLflowTracker(uri))
     c = client(uri)
     (r,) = c.search_runs([experiment_id(c)])
     assert r.info.status == "FAILED"

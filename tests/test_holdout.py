@@ -97,10 +97,10 @@ def test_runs_on_the_test_split_keep_their_keys_and_a_held_out_run_is_another_ru
         dataclasses.replace(plain, holdout=-3)
 
 
-def test_bench_run_with_holdout_says_so_and_the_leaderboard_keeps_it_apart(shared_data, tmp_path, capsys):
+def test_bench_run_with_holdout_says_so_and_the_leaderboard_keeps_it_apart(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    common = ["run", "--methods", "nonprivate", "--dataset", "mnist", "--preset", "smoke", "--no-progress",
-              "--steps", "5", "--data-dir", str(shared_data), "--tracking-uri", uri]
+    common = ["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke", "--no-progress",
+              "--steps", "5", "--tracking-uri", uri]
     assert main([*common, "--holdout", "500"]) == 0
     out = capsys.readouterr().out
     assert "accuracy on 500 held-out training examples (--holdout), not on the test split" in out

@@ -11,7 +11,6 @@ import json
 import math
 import os
 import socket
-import struct
 import subprocess
 import sys
 import time
@@ -23,12 +22,16 @@ from hypothesis import strategies as st
 
 from inputdp.benchmarks.cli import main
 
+from .helpers import idx_file as _idx
+from .helpers import write_mnist
+
 RUN = ["run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke", "--no-progress"]
+RUN_SYNTHETIC = ["run", "--methods", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke", "--no-progress"]
 CAL = ["calibrate", "--delta", "1e-5", "--sampling-rate", "0.05", "--steps", "40", "--method"]
 SPEED = ["speed", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--synthetic"]
 AUDIT = ["audit", "--dataset", "mnist", "--no-track", "--method"]
 
-# (argv, a piece of the message that names the bad value). Placeholders: {data} the real MNIST folder, {store} a
+# (argv, a piece of the message that names the bad value). Placeholders: {store} a
 # fresh sqlite URI, {notdb} a file that is not a database, {file} a plain file, {closed} a port nobody listens on,
 # {busy} a port somebody listens on, {missing} a folder that does not exist, {absent} a file that does not exist.
 CASES: list[tuple[list[str], str]] = [
@@ -48,11 +51,11 @@ CASES: list[tuple[list[str], str]] = [
     (["run", "--methods", "gaussian_penultimate", "--dataset", "mnist", "--epsilons", "1e-300"], "epsilon=1e-300"),
     ([*RUN, "--delta", "1.5"], "delta=1.5"),
     ([*RUN, "--delta", "0"], "delta=0"),
-    ([*RUN, "--delta", "0.001", "--data-dir", "{data}"], "1/n"),
+    ([*RUN_SYNTHETIC, "--delta", "0.001"], "1/n"),
     ([*RUN, "--holdout", "-5"], "holdout=-5"),
-    ([*RUN, "--holdout", "999999", "--data-dir", "{data}"], "holdout=999999"),
-    (["run", "--methods", "pate", "--dataset", "mnist", "--preset", "smoke", "--no-progress", "--holdout", "100",
-      "--data-dir", "{data}"], "holdout=100 is not allowed with pate"),
+    ([*RUN_SYNTHETIC, "--holdout", "999999"], "holdout=999999"),
+    (["run", "--methods", "pate", "--dataset", "synthetic", "--preset", "smoke", "--no-progress", "--holdout", "100"],
+     "holdout=100 is not allowed with pate"),
     ([*RUN, "--sampling-rate", "1.5"], "q=1.5"),
     ([*RUN, "--sampling-rate", "0"], "q=0"),
     ([*RUN, "--steps", "0"], "T=0"),
@@ -183,9 +186,7 @@ def places(tmp_path, request):
 
 
 def _fill(argv: list[str], places) -> list[str]:
-    values, request = places
-    if any("{data}" in a for a in argv):
-        values = {**values, "data": str(request.getfixturevalue("shared_data"))}
+    values, _ = places
     return [a.format(**values) for a in argv]
 
 
@@ -237,21 +238,6 @@ def test_a_sample_through_the_console_entry_point(places):
 
 
 # --- data files, corrupted each way a download or a disk can ----------------------------------------------------
-
-def _idx(magic: int, dims: tuple[int, ...], payload: bytes) -> bytes:
-    return struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in dims) + payload
-
-
-def write_mnist(root: Path, n_train: int = 64, n_test: int = 32) -> Path:
-    """A small MNIST in torchvision's on-disk layout (idx files under MNIST/raw), valid unless changed after."""
-    raw = root / "MNIST" / "raw"
-    raw.mkdir(parents=True)
-    for split, n in (("train", n_train), ("t10k", n_test)):
-        (raw / f"{split}-images-idx3-ubyte").write_bytes(_idx(0x0803, (n, 28, 28), bytes((i * 7) % 256
-                                                                                          for i in range(n * 784))))
-        (raw / f"{split}-labels-idx1-ubyte").write_bytes(_idx(0x0801, (n,), bytes(i % 10 for i in range(n))))
-    return raw
-
 
 def _empty(raw: Path) -> None:
     (raw / "t10k-labels-idx1-ubyte").write_bytes(b"")

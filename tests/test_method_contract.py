@@ -76,14 +76,14 @@ def test_calibration_round_trip(name, epsilon):
 
 
 @pytest.mark.parametrize("name", NAMES)
-def test_one_epoch_smoke_run_and_determinism(name, shared_data):
-    config = smoke_config(name, shared_data)
+def test_one_epoch_smoke_run_and_determinism(name):
+    config = smoke_config(name)
     a = run(config, QUIET, keep_model=True)
     b = run(config, QUIET)
     if name in STEP_METHODS:
         assert a.metrics["epochs"] == 1 and a.metrics["total_steps"] == config.privacy.steps
         # the accuracy reported is the returned model's, recomputed here without the harness
-        data = load_tensor_data("mnist", data_dir=config.data_dir, device="cpu", train_examples=config.train_examples,
+        data = load_tensor_data(config.dataset, data_dir=config.data_dir, device="cpu", train_examples=config.train_examples,
                                 test_examples=config.test_examples)
         a.model.eval()
         with torch.no_grad():
@@ -102,9 +102,9 @@ def test_one_epoch_smoke_run_and_determinism(name, shared_data):
 
 
 @pytest.mark.parametrize("name", STEP_METHODS)
-def test_empty_batches_are_handled(name, shared_data):
+def test_empty_batches_are_handled(name):
     # q tiny: most batches are empty; the run must still count each step and finish
-    config = smoke_config(name, shared_data, sampling_rate=0.0005, steps=30)
+    config = smoke_config(name, sampling_rate=0.0005, steps=30)
     result = run(config, QUIET)
     assert result.metrics["total_steps"] == 30
 

@@ -16,11 +16,11 @@ from .helpers import smoke_config
 pytestmark = pytest.mark.integration
 
 
-def test_run_through_real_server(shared_data, tmp_path):
+def test_run_through_real_server(tmp_path):
     server = start_mlflow_server(f"sqlite:///{tmp_path / 'server.db'}", artifacts_dir=str(tmp_path / "art"),
                                  log_path=str(tmp_path / "server.log"))
     try:
-        config = smoke_config("nonprivate", shared_data)
+        config = smoke_config("nonprivate")
         result = run(config, PerfFlags(device="cpu", progress=False), MLflowTracker(server.uri, "server-test"))
         c = client(server.uri)
         (r,) = c.search_runs([experiment_id(c, "server-test")])

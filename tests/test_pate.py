@@ -165,13 +165,13 @@ def test_teachers_do_not_share_gradients():
     assert y.shape == (5, 3)
 
 
-def test_pate_smoke_run(shared_data):
+def test_pate_smoke_run():
     from inputdp.benchmarks.config import PerfFlags
     from inputdp.benchmarks.harness import run
 
     from .helpers import smoke_config
 
-    result = run(smoke_config("pate", shared_data, epsilon=8.0), PerfFlags(device="cpu", progress=False))
+    result = run(smoke_config("pate", epsilon=8.0), PerfFlags(device="cpu", progress=False))
     m = result.metrics
     for key in ("teacher_count", "teacher_mean_accuracy", "queries_asked", "queries_answered",
                 "epsilon_data_independent", "epsilon_data_dependent_sanitised", "time_teachers_s", "time_student_s"):
@@ -307,7 +307,7 @@ def test_paper_conditions_are_checked_per_setting():
     assert np.all(flat.by_distance(np.array([200, 50] + [0] * 8), 250) == 0.0)
 
 
-def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(shared_data, tmp_path, capsys):
+def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(tmp_path, capsys):
     """A real smoke sweep of PATE with the semi-supervised student and the research report, into a real sqlite
     store: the report goes to standard error only; the store holds the sanitised data-dependent epsilon and no
     unsanitised one; the leaderboard gives the recipe its own row, with the claim (data-independent) as its epsilon
@@ -318,8 +318,8 @@ def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(shar
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     options = {"pate": {"student": "semi_supervised", "semi_epochs": 2, "research_report": True}}
-    configs = expand(methods=["pate"], dataset="mnist", preset="smoke", epsilons=[8.0], seeds=[0],
-                     overrides=Overrides(data_dir=str(shared_data), method_options=options))
+    configs = expand(methods=["pate"], dataset="synthetic", preset="smoke", epsilons=[8.0], seeds=[0],
+                     overrides=Overrides(method_options=options))
     run_sweep(configs, tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
     err = capsys.readouterr().err
     assert "pate research report" in err and "NOT private" in err and "classic conversion" in err

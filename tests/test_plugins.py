@@ -13,8 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-TOY = ROOT / "tests" / "plugins" / "inputdp-toy-method"
+PLUGINS = ROOT / "tests" / "plugins"
 TOY_NAME = "toy_logit_noise"
+#: (package folder, distribution, registered name) of each toy plug-in: a method, a data set, a model, a preset
+TOYS = [("inputdp-toy-method", "inputdp-toy-method", TOY_NAME), ("inputdp-toy-dataset", "inputdp-toy-dataset", "toy_stripes"),
+        ("inputdp-toy-model", "inputdp-toy-model", "toy_linear"), ("inputdp-toy-preset", "inputdp-toy-preset", "toy_quick")]
 
 pytestmark = pytest.mark.slow
 
@@ -31,26 +34,56 @@ def _bench(args: list[str], site: Path, **kw) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def toy_site(tmp_path_factory) -> Path:
-    """The toy package installed by pip (from a copy, so the build leaves nothing in the repository)."""
+    """The four toy packages installed by pip (from copies, so the build leaves nothing in the repository)."""
     work = tmp_path_factory.mktemp("toy")
-    source = work / "src"
-    shutil.copytree(TOY, source)
     site = work / "site"
-    subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
-                    "--no-index", "--target", str(site), str(source)], check=True, capture_output=True, timeout=300)
-    assert list(site.glob("inputdp_toy_method-*.dist-info"))
+    for folder, _, _ in TOYS:
+        source = work / folder
+        shutil.copytree(PLUGINS / folder, source)
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-build-isolation",
+                        "--no-index", "--target", str(site), str(source)], check=True, capture_output=True, timeout=300)
+    for _, dist, _ in TOYS:
+        assert list(site.glob(dist.replace("-", "_") + "-*.dist-info")), dist
     return site
 
 
-def test_installed_plugin_is_found_by_a_fresh_interpreter_and_runs(toy_site, shared_data, tmp_path):
+def test_installed_plugin_is_found_by_a_fresh_interpreter_and_runs(toy_site, tmp_path):
     """`bench run` in a new process, where only the installed entry point can make the name known."""
-    out = _bench(["run", "--methods", TOY_NAME, "--dataset", "mnist", "--preset", "smoke", "--epsilons", "2",
-                  "--no-progress", "--data-dir", str(shared_data), "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"],
-                 toy_site, cwd=tmp_path)
+    out = _bench(["run", "--methods", TOY_NAME, "--dataset", "synthetic", "--preset", "smoke", "--epsilons", "2",
+                  "--no-progress", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"], toy_site, cwd=tmp_path)
     assert out.returncode == 0, out.stderr
     row = next(line for line in out.stdout.splitlines() if line.startswith(TOY_NAME))
     accuracy, spent = float(row.split()[3]), float(row.split()[5])
     assert accuracy > 0.5 and 1.9 < spent <= 2.0  # it learnt, and spent the matched budget
+
+
+def test_data_set_model_and_preset_plugins_run_together(toy_site, tmp_path):
+    """A data set, a model and a preset that only installed packages name, in one `bench run` of a fresh process."""
+    out = _bench(["run", "--methods", "nonprivate,dirichlet_softmax", "--dataset", "toy_stripes", "--model",
+                  "toy_linear", "--preset", "toy_quick", "--epsilons", "4", "--no-progress", "--tracking-uri",
+                  f"sqlite:///{tmp_path / 'm.db'}"], toy_site, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr
+    rows = {line.split()[0]: line.split() for line in out.stdout.splitlines()
+            if line.split() and line.split()[0] in ("nonprivate", "dirichlet_softmax")}
+    assert float(rows["nonprivate"][3]) > 0.6  # 4 classes: chance is 0.25
+    assert 3.9 < float(rows["dirichlet_softmax"][5]) <= 4.0
+    import mlflow
+
+    runs = mlflow.MlflowClient(f"sqlite:///{tmp_path / 'm.db'}").search_runs(
+        [e.experiment_id for e in mlflow.MlflowClient(f"sqlite:///{tmp_path / 'm.db'}").search_experiments()])
+    assert {r.data.params["model"] for r in runs} == {"toy_linear"}
+    assert {r.data.params["train_examples"] for r in runs} == {"400"}  # the preset's setting, from the plug-in
+    assert {r.data.tags["dataset"] for r in runs} == {"toy_stripes"}
+
+
+def test_plugins_are_listed_with_their_origin(toy_site):
+    out = _bench(["list"], toy_site)
+    assert out.returncode == 0, out.stderr
+    for _, dist, name in TOYS:
+        line = next(line for line in out.stdout.splitlines() if line.startswith(f"  {name} "))
+        assert "(plug-in, for tests)" in line and line.endswith(f"[plug-in {dist}]"), line
+    assert "  mnist " in out.stdout and "[plug-in" not in next(
+        line for line in out.stdout.splitlines() if line.startswith("  mnist "))
 
 
 @pytest.fixture
@@ -61,7 +94,7 @@ def toy_registered(toy_site, monkeypatch):
     monkeypatch.syspath_prepend(str(toy_site))
     assert load_plugins() == [TOY_NAME]
     yield TOY_NAME
-    METHODS._entries.pop(TOY_NAME)
+    METHODS.unregister(TOY_NAME)
     for module in [m for m in sys.modules if m.startswith("inputdp_toy_method")]:
         del sys.modules[module]
 
@@ -74,7 +107,7 @@ def test_installed_plugin_is_listed(toy_registered, capsys):
     assert f"  {TOY_NAME} " in out and "(plug-in, for tests)" in out
 
 
-def test_installed_plugin_passes_the_contract_tests(toy_registered, shared_data):
+def test_installed_plugin_passes_the_contract_tests(toy_registered):
     """The contract every built-in method passes (tests/test_method_contract.py), run on the plug-in."""
     from . import test_method_contract as contract
 
@@ -84,38 +117,44 @@ def test_installed_plugin_passes_the_contract_tests(toy_registered, shared_data)
     contract.test_calibrate_is_idempotent(TOY_NAME)
     contract.STEP_METHODS.append(TOY_NAME)  # a step method: the smoke run checks its steps and its accuracy
     try:
-        contract.test_one_epoch_smoke_run_and_determinism(TOY_NAME, shared_data)
-        contract.test_empty_batches_are_handled(TOY_NAME, shared_data)
+        contract.test_one_epoch_smoke_run_and_determinism(TOY_NAME)
+        contract.test_empty_batches_are_handled(TOY_NAME)
     finally:
         contract.STEP_METHODS.remove(TOY_NAME)
 
 
-def test_no_file_of_the_package_names_the_plugin():
+def test_no_file_of_the_package_names_the_plugins():
     for folder in ("methods", "benchmarks", "datasets", "reports"):
         for path in (ROOT / folder).rglob("*.py"):
-            assert TOY_NAME not in path.read_text(), path
+            text = path.read_text()
+            for _, _, name in TOYS:
+                assert name not in text, (path, name)
 
 
-def _fake_distribution(site: Path, name: str, entry: str, module: str | None) -> Path:
+def _fake_distribution(site: Path, name: str, entry: str, module: str | None, group: str = "inputdp.methods") -> Path:
     """What pip writes for an installed distribution, by hand: a dist-info folder with its entry points."""
     info = site / f"{name}-0.0.dist-info"
     info.mkdir(parents=True)
     (info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: 0.0\n")
-    (info / "entry_points.txt").write_text(f"[inputdp.methods]\n{entry}\n")
+    (info / "entry_points.txt").write_text(f"[{group}]\n{entry}\n")
     if module is not None:
         (site / f"{name}.py").write_text(module)
     return site
 
 
-def test_plugin_with_a_taken_name_is_one_line(tmp_path):
+def test_plugin_with_a_taken_name_is_one_line_and_stops_nothing_else(tmp_path):
     module = ("from inputdp.methods import MethodInfo\n"
               "INFO = MethodInfo(name='dpsgd', target='x:y', protects='inputs', summary='an impostor')\n")
     site = _fake_distribution(tmp_path, "impostor_plugin", "dpsgd = impostor_plugin:INFO", module)
     out = _bench(["list"], site)
-    assert out.returncode == 2 and out.stdout == ""
+    assert out.returncode == 2 and "  nonprivate " in out.stdout  # the rest is listed
     lines = out.stderr.strip().splitlines()
     assert len(lines) == 1 and "Traceback" not in out.stderr
     assert "'dpsgd'" in lines[0] and "already taken" in lines[0] and "impostor_plugin:INFO" in lines[0]
+    # the built-in dpsgd is untouched: a command that names it runs
+    out = _bench(["calibrate", "--method", "dpsgd", "--epsilon", "1", "--delta", "1e-5", "--sampling-rate", "0.01",
+                  "--steps", "100"], site)
+    assert out.returncode == 0, out.stderr
 
 
 @pytest.mark.parametrize("entry,module,expected", [
@@ -124,10 +163,30 @@ def test_plugin_with_a_taken_name_is_one_line(tmp_path):
 ])
 def test_plugin_that_does_not_load_is_one_line(tmp_path, monkeypatch, entry, module, expected):
     from inputdp.benchmarks.errors import ConfigError
-    from inputdp.methods import load_plugins
+    from inputdp.methods import METHODS, load_plugins
 
     name = entry.split(" = ")[1].split(":")[0]
+    ep_name = entry.split(" = ")[0]
     monkeypatch.syspath_prepend(str(_fake_distribution(tmp_path, name, entry, module)))
-    with pytest.raises(ConfigError, match=expected) as err:
-        load_plugins()
-    assert "\n" not in str(err.value) and name in str(err.value)
+    try:
+        assert load_plugins() == []  # set aside, not raised: only a command that asks for it stops
+        assert "dirichlet_softmax" in METHODS.names()
+        with pytest.raises(ConfigError, match=expected) as err:
+            METHODS.get(ep_name)
+        assert "\n" not in str(err.value) and name in str(err.value)
+        with pytest.raises(ConfigError, match=expected):
+            METHODS.check_all_load()  # what --methods all asks
+    finally:
+        METHODS.unregister(ep_name)
+
+
+def test_a_broken_dataset_plugin_stops_only_the_runs_that_name_it(tmp_path):
+    site = _fake_distribution(tmp_path, "broken_data", "brokenset = broken_data_nowhere:INFO", None,
+                              group="inputdp.datasets")
+    out = _bench(["run", "--methods", "nonprivate", "--dataset", "brokenset", "--preset", "smoke", "--no-progress",
+                  "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"], site, cwd=tmp_path)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1
+    assert "data set plug-in 'brokenset'" in out.stderr and "failed to load" in out.stderr
+    out = _bench(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke", "--no-progress",
+                  "--steps", "2", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"], site, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr

@@ -17,13 +17,9 @@ METHODS = ["nonprivate", "dirichlet_softmax", "gaussian_penultimate"]
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    from .conftest import SHARED_DATA, have_mnist
-
-    if not have_mnist():
-        pytest.skip("real MNIST not found")
     uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
-    configs = expand(methods=METHODS, dataset="mnist", preset="smoke", epsilons=[1, 4], seeds=[0, 1],
-                     overrides=Overrides(epochs=1, data_dir=str(SHARED_DATA)))
+    configs = expand(methods=METHODS, dataset="synthetic", preset="smoke", epsilons=[1, 4], seeds=[0, 1],
+                     overrides=Overrides(epochs=1))
     run_sweep(configs, tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
     return uri
 
@@ -132,10 +128,10 @@ def test_audits_join_their_claim_under_both_threat_models(store):
 def test_bench_report_writes_files(store, tmp_path, capsys):
     out = tmp_path / "rep"
     assert main(["report", "--tracking-uri", store, "--out", str(out), "--stamp", "measured today"]) == 0
-    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "accuracy_vs_epsilon_mnist_smoke.png",
-                 "epoch_time_mnist_smoke.png"):
+    for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "accuracy_vs_epsilon_synthetic_smoke.png",
+                 "epoch_time_synthetic_smoke.png"):
         assert (out / name).exists() and (out / name).stat().st_size > 0
-    assert (out / "accuracy_vs_epsilon_mnist_smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert (out / "accuracy_vs_epsilon_synthetic_smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "leaderboard.md").read_text()
     for m in METHODS:
         assert f"| {m} |" in md
@@ -165,12 +161,12 @@ def test_paper_figures_are_the_seed_texts():
     assert sorted(cifar["value"]) == [0.8296, 0.8817]
 
 
-def test_report_from_real_audit_runs_shows_both_threat_models(shared_data, tmp_path, monkeypatch):
+def test_report_from_real_audit_runs_shows_both_threat_models(tmp_path, monkeypatch):
     """A real one-run audit and a real multi-run audit in a store with the training run they concern: tidy reads
     their threat-model bounds, the leaderboard row gets the verdict, bench report writes the audit table."""
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # the multi-run audit's journal
     uri = f"sqlite:///{tmp_path / 'a.db'}"
-    common = ["--dataset", "mnist", "--preset", "smoke", "--data-dir", str(shared_data), "--tracking-uri", uri]
+    common = ["--dataset", "synthetic", "--preset", "smoke", "--tracking-uri", uri]
     assert main(["run", "--methods", "dirichlet_softmax", "--epsilons", "4", "--model", "mlp", "--steps", "120",
                  "--no-progress", *common]) == 0
     assert main(["audit", "--method", "dirichlet_softmax", "--epsilon", "4", "--model", "mlp", "--steps", "120",

@@ -9,7 +9,9 @@ and a verdict against the claim.
 
 from __future__ import annotations
 
+import hashlib
 import math
+import re
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -124,6 +126,26 @@ def _differs(logged: str, own: str) -> bool:
         return logged != own
 
 
+def _file_stem(dataset: str) -> str:
+    """A file name for a data set's plots: a registered name as it is; a path (folder:PATH, npz:FILE) as its last
+    part and a short hash of the whole, so that two folders of the same name do not overwrite each other."""
+    if re.fullmatch(r"[A-Za-z0-9_.-]+", dataset):
+        return dataset
+    tail = re.sub(r"[^A-Za-z0-9_.-]+", "_", dataset.rstrip("/").rsplit("/", 1)[-1].split("?")[0])[:40]
+    return f"{tail or 'data'}-{hashlib.sha256(dataset.encode()).hexdigest()[:8]}"
+
+
+def _data_labels(dataset: pd.Series, fingerprint: pd.Series) -> pd.Series:
+    """The data set's name, with its content fingerprint where one name holds different data in the store (a
+    user's files written in MNIST's format, say): those are different rows, never one."""
+    fp = fingerprint.fillna("").astype(str)
+    kinds = pd.DataFrame({"d": dataset, "fp": fp})
+    counts = kinds[kinds["fp"] != ""].groupby("d")["fp"].nunique()
+    several = set(counts[counts > 1].index)
+    return pd.Series([f"{d} [data {f[:8]}]" if d in several and f else d for d, f in zip(dataset, fp)],
+                     index=dataset.index)
+
+
 def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(training runs, audit runs), one row per run with plain column names."""
     if runs.empty:
@@ -131,7 +153,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     kind = _col(runs, f"tags.{names.TAG_KIND}", "train").fillna("train")
     out = pd.DataFrame({
         "run_id": runs["run_id"],
-        "dataset": _col(runs, f"tags.{names.TAG_DATASET}"),
+        "dataset": _data_labels(_col(runs, f"tags.{names.TAG_DATASET}"), _col(runs, "params.data_fingerprint")),
+        "data_fingerprint": _col(runs, "params.data_fingerprint"),
         "preset": _col(runs, f"tags.{names.TAG_PRESET}"),
         "model": _col(runs, f"params.{names.PARAM_MODEL}"),
         "method": _method_label(_col(runs, f"tags.{names.TAG_METHOD}"), _col(runs, f"tags.{names.TAG_PRECISION}"),
@@ -444,8 +467,9 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     pairs = sorted(board[["dataset", "preset"]].dropna().drop_duplicates().itertuples(index=False)) if not board.empty else []
     for dataset, preset in pairs:
         sub = board[(board["dataset"] == dataset) & (board["preset"] == preset)]
-        plots.append(accuracy_vs_epsilon(sub, out / f"accuracy_vs_epsilon_{dataset}_{preset}.png", dataset))
-        plots.append(epoch_time_bars(sub, out / f"epoch_time_{dataset}_{preset}.png", dataset))
+        stem = _file_stem(dataset)
+        plots.append(accuracy_vs_epsilon(sub, out / f"accuracy_vs_epsilon_{stem}_{preset}.png", dataset))
+        plots.append(epoch_time_bars(sub, out / f"epoch_time_{stem}_{preset}.png", dataset))
     md = out / "leaderboard.md"
     lines = [f"# {title}", ""]
     if stamp:

@@ -310,9 +310,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     scores = resolve_scores(args.score, args.canary_kind, config.model)
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
                     model=config.model)
-    tracker = None
-    if not args.no_track:
-        tracker = MLflowTracker(args.tracking_uri, args.experiment, extra_tags={
+    tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)  # the store first
+    from .sweep import with_data_fingerprint
+
+    config = with_data_fingerprint(config)  # the audit, like the run it concerns, names its data by content
+    if tracker is not None:
+        tracker.extra_tags.update({
             names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
             names.TAG_CONFIG_KEY: f"audit:{config.key()}:{args.canary_kind}:{args.canaries}:{scale:g}",
             names.TAG_PATTERN_SCALE: f"{scale:g}"})
@@ -354,9 +357,12 @@ def _multi_run_audit(args: argparse.Namespace, config, scale: float) -> int:
     check_arguments(canary_kind=args.canary_kind, canaries=1, pattern_scale=scale, scores=scores, model=config.model,
                     minimum=1)
     (score,) = scores
-    tracker = None
-    if not args.no_track:
-        tracker = MLflowTracker(args.tracking_uri, args.experiment, extra_tags={
+    from .sweep import with_data_fingerprint
+
+    tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
+    config = with_data_fingerprint(config)
+    if tracker is not None:
+        tracker.extra_tags.update({
             names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
             names.TAG_CONFIG_KEY: f"audit-runs:{config.key()}:{args.canary_kind}:{score}:{args.runs}:{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)

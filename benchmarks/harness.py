@@ -22,7 +22,7 @@ import torch
 from torch import nn
 
 from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
-from inputdp.datasets.fingerprint import fingerprint_of_arrays
+from inputdp.datasets.digest import fingerprint_of_arrays
 from inputdp.methods import create_method
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
@@ -191,7 +191,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
                                 train_examples=config.train_examples, test_examples=config.test_examples)
-    config = _with_fingerprint(config, data)
+    config = _with_fingerprint(config, data, check=loaded_here)
     if config.holdout:
         check_holdout(config.holdout, data.train_size)
     config.privacy.check_delta_for(data.train_size - config.holdout)
@@ -224,9 +224,12 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
                     calibration_seconds, initial_state, perf, step_model, frontend_seconds)
 
 
-def _with_fingerprint(config: RunConfig, data: TensorData) -> RunConfig:
+def _with_fingerprint(config: RunConfig, data: TensorData, *, check: bool) -> RunConfig:
     """The run's configuration names the data it trains on: the loaded data's fingerprint fills an empty one, and a
-    configuration stamped with other data than those loaded (files changed since) is refused."""
+    configuration stamped with other data than those the harness loaded (files changed since) is refused. Data
+    handed in by the caller (an audit's, with its canaries) are the caller's to name."""
+    if config.data_fingerprint and not check:
+        return config
     found = data.fingerprint or fingerprint_of_arrays((data.x_train, data.y_train, data.x_test, data.y_test))
     if not config.data_fingerprint:
         return config.replace(data_fingerprint=found)

@@ -174,8 +174,8 @@ def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: s
     """
     from .harness import run
 
+    tracker = MLflowTracker(tracking_uri, experiment)  # a store it cannot use is refused before the data are read
     config = with_data_fingerprint(config)
-    tracker = MLflowTracker(tracking_uri, experiment)
     marked = 0
     if skip_finished:
         claim = tracker.claim(run_key(config, perf), run_name(config))
@@ -205,8 +205,8 @@ def mark_lost_run(config: RunConfig, error: str, *, tracking_uri: str | None, ex
                   perf: PerfFlags) -> RunSummary:
     """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
     try:
-        config = with_data_fingerprint(config)
         tracker = MLflowTracker(tracking_uri, experiment)
+        config = with_data_fingerprint(config)
         runs = runs_with_key(tracker.client, tracker.experiment_id, run_key(config, perf))
         marked = reap(tracker.client, tracker.experiment_id, runs)[1]
     except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then

@@ -11,30 +11,14 @@ digest; the cache keys by nanosecond mtime, which every write moves.
 
 from __future__ import annotations
 
-import functools
-import hashlib
 import json
 import os
-from collections.abc import Sequence
 from pathlib import Path
 
-import torch
-
-from .registry import DatasetInfo, data_dir_from, dataset_info
-
-#: changes whenever what the digest covers changes, so no stale cached digest is ever reused
-VERSION = 1
-
-
-def fingerprint_of_arrays(arrays: Sequence[torch.Tensor]) -> str:
-    """16 hex digits over each array's dtype, shape and bytes, in order."""
-    h = hashlib.blake2b(digest_size=8)
-    h.update(f"inputdp-data-v{VERSION}".encode())
-    for t in arrays:
-        t = t.detach().cpu().contiguous()
-        h.update(f"|{t.dtype}|{tuple(t.shape)}|".encode())
-        h.update(memoryview(t.numpy()).cast("B"))
-    return h.hexdigest()
+from .digest import VERSION, fingerprint_of_arrays
+from .registry import DatasetInfo, data_dir_from
+from .resolve import dataset_info
+from .tensor_data import load_raw, raw_digest
 
 
 def cache_file() -> Path:
@@ -100,9 +84,4 @@ def data_fingerprint(name: str, data_dir: str | None = None, *, download: bool =
     return digest
 
 
-@functools.lru_cache(maxsize=8)
-def raw_digest(name: str, root: str, download: bool = True) -> str:
-    """The fingerprint of the arrays loaded now (once per process and data set)."""
-    from .tensor_data import load_raw
-
-    return fingerprint_of_arrays(load_raw(name, root, download=download))
+__all__ = ["VERSION", "cache_file", "data_fingerprint", "fingerprint_of_arrays", "load_raw", "raw_digest"]

@@ -8,8 +8,8 @@ A user's own data (a clinic's images, a bank's records as images) run through th
 
 Options follow a ``?``: ``size=N`` resizes every image to N x N (without it, images of several sizes, or not square,
 are refused in one line), ``mean=`` and ``std=`` (one value, or one per channel) set the normalisation, which is
-otherwise the fixed 0.5 (never an estimate from the private training set: THEORY.md, "Normalisation"), and
-``test_fraction=`` (folder without test/, default 0.2) the share of each class split off as the test set.
+otherwise the fixed 0.5 (never an estimate from the private training set: THEORY.md, "Normalisation and the data's
+identity"), and ``test_fraction=`` (folder without test/, default 0.2) the share of each class split off as the test set.
 Classes are the folders' names in sorted order (torchvision's ImageFolder convention); labels are public.
 """
 

@@ -6,7 +6,6 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.registry import Entry, Registry
 
 
@@ -23,7 +22,8 @@ class DatasetInfo(Entry):
     #: the files the data are read from, as globs under the data directory (or under ``location``): their sizes and
     #: modification times key the cached content fingerprint (``datasets.fingerprint``); empty: never cached
     paths: tuple[str, ...] = ()
-    #: where the mean and std come from (THEORY.md, "Normalisation"): never an estimate from the private training set
+    #: where the mean and std come from: never an estimate from the private training set (THEORY.md,
+    #: "Normalisation and the data's identity")
     normalisation: str = "published constants of the public benchmark"
     #: for a data set given by path (``folder:PATH``, ``npz:FILE``): the path, read in place of the data directory
     location: str = ""
@@ -65,8 +65,8 @@ register_dataset(DatasetInfo(
 # MedMNIST v2 (Yang et al. 2023), every 2-D set at 28x28 through the medmnist package: (name, medmnist's class,
 # channels, train, test, classes, what). medmnist publishes no normalisation constants; its own examples normalise
 # with 0.5, and so does the suite (an estimate from the training images would be a release of the private set that no
-# claim covers). DermaMNIST keeps the constants the suite has always used for it (THEORY.md, "Normalisation");
-# tests/test_data.py checks each entry against medmnist.INFO.
+# claim covers). DermaMNIST keeps the constants the suite has always used for it (THEORY.md,
+# "Normalisation and the data's identity"); tests/test_own_data.py checks each entry against medmnist.INFO.
 MEDMNIST = (
     ("pathmnist", "PathMNIST", 3, 89996, 7180, 9, "colon pathology"),
     ("dermamnist", "DermaMNIST", 3, 7007, 2005, 7, "skin lesions"),
@@ -99,34 +99,6 @@ register_dataset(DatasetInfo(
     summary="deterministic class-dependent patterns, 6,000/1,000 grey 28x28, 10 classes; generated, no files",
     num_classes=10, channels=1, size=28, train_size=6000, test_size=1000, mean=(0.5,), std=(0.5,),
     files="nothing (generated)", normalisation="fixed 0.5"))
-
-
-def dataset_info(name: str) -> DatasetInfo:
-    """What ``--dataset NAME`` names: a registered data set (built in or a plug-in), or one given by path
-    (``folder:PATH``, ``npz:FILE``: ``datasets.generic``), read once; a one-line error for anything else."""
-    from .generic import KINDS, info_for, is_path_spec
-
-    if is_path_spec(name):
-        return info_for(name)
-    if name in MEDMNIST_MULTILABEL:
-        raise ConfigError(f"data set {name!r} is not allowed: {MEDMNIST_MULTILABEL[name]}, and every method here trains "
-                          "on one label per image")
-    try:
-        return DATASETS.get(name)
-    except ConfigError as err:
-        if name in DATASETS.broken():
-            raise
-        raise ConfigError(f"{err}; or your own data as {' or '.join(k + ':PATH' for k in KINDS)} "
-                          "(README, \"Your own data\")") from None
-
-
-def canonical_name(name: str) -> str:
-    """The name a run records: a registered name as it is, a data set given by path with its absolute path (and its
-    options in a fixed order); refused in one line when it names nothing."""
-    from .generic import canonical, is_path_spec
-
-    info = dataset_info(name)
-    return canonical(name) if is_path_spec(name) else info.name
 
 
 def data_dir_from(explicit: str | None) -> Path:

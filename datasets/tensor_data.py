@@ -12,7 +12,9 @@ import torch
 
 from inputdp.benchmarks.errors import ConfigError, one_line
 
-from .registry import DatasetInfo, data_dir_from, dataset_info
+from .digest import fingerprint_of_arrays
+from .registry import DatasetInfo, data_dir_from
+from .resolve import dataset_info
 
 # Subsets (smoke runs) are drawn with this fixed seed, so every run seed sees the same examples.
 SUBSET_SEED = 20240101
@@ -221,8 +223,6 @@ def load_tensor_data(
                     f"{have}")
             notes.append(note)
             _say_once(note)
-    from .fingerprint import raw_digest
-
     digest = raw_digest(name, str(root), download)
     x_tr, y_tr = _subset(x_tr, y_tr, train_examples)
     x_te, y_te = _subset(x_te, y_te, test_examples)
@@ -252,3 +252,9 @@ def blank_value(info: DatasetInfo) -> tuple[float, ...]:
     the value every blank pixel of the loaded data holds (the ``mlp`` model measures its input from it)."""
     zero = torch.zeros((1, info.channels, 1, 1), dtype=torch.uint8)
     return tuple(float(v) for v in normalise(info, zero).flatten())
+
+
+@functools.lru_cache(maxsize=8)
+def raw_digest(name: str, root: str, download: bool = True) -> str:
+    """The fingerprint of the arrays loaded now (once per process and data set)."""
+    return fingerprint_of_arrays(_load_raw(name, root, download))

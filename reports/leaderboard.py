@@ -135,15 +135,19 @@ def _file_stem(dataset: str) -> str:
     return f"{tail or 'data'}-{hashlib.sha256(dataset.encode()).hexdigest()[:8]}"
 
 
-def _data_labels(dataset: pd.Series, fingerprint: pd.Series) -> pd.Series:
-    """The data set's name, with its content fingerprint where one name holds different data in the store (a
-    user's files written in MNIST's format, say): those are different rows, never one."""
+def _data_labels(dataset: pd.Series, fingerprint: pd.Series, started: pd.Series) -> pd.Series:
+    """The data set's name, and where one name holds different data in the store (a user's files written in
+    MNIST's format, say) a letter per content, in the order the store first saw them: those are different rows,
+    never one. The letter, not the fingerprint: a report is published, and a hash of the private data is a release
+    (THEORY.md, "Normalisation and the data's identity")."""
     fp = fingerprint.fillna("").astype(str)
-    kinds = pd.DataFrame({"d": dataset, "fp": fp})
-    counts = kinds[kinds["fp"] != ""].groupby("d")["fp"].nunique()
-    several = set(counts[counts > 1].index)
-    return pd.Series([f"{d} [data {f[:8]}]" if d in several and f else d for d, f in zip(dataset, fp)],
-                     index=dataset.index)
+    frame = pd.DataFrame({"d": dataset, "fp": fp, "t": pd.to_numeric(started, errors="coerce")})
+    labels = {}
+    for d, g in frame[frame["fp"] != ""].groupby("d"):
+        if g["fp"].nunique() > 1:
+            order = g.groupby("fp")["t"].min().sort_values(kind="stable").index
+            labels.update({(d, f): f"{d} [data {chr(ord('A') + i) if i < 26 else i + 1}]" for i, f in enumerate(order)})
+    return pd.Series([labels.get((d, f), d) for d, f in zip(dataset, fp)], index=dataset.index)
 
 
 def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -153,8 +157,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     kind = _col(runs, f"tags.{names.TAG_KIND}", "train").fillna("train")
     out = pd.DataFrame({
         "run_id": runs["run_id"],
-        "dataset": _data_labels(_col(runs, f"tags.{names.TAG_DATASET}"), _col(runs, "params.data_fingerprint")),
-        "data_fingerprint": _col(runs, "params.data_fingerprint"),
+        "dataset": _data_labels(_col(runs, f"tags.{names.TAG_DATASET}"), _col(runs, "params.data_fingerprint"),
+                                _col(runs, "start_time")),
         "preset": _col(runs, f"tags.{names.TAG_PRESET}"),
         "model": _col(runs, f"params.{names.PARAM_MODEL}"),
         "method": _method_label(_col(runs, f"tags.{names.TAG_METHOD}"), _col(runs, f"tags.{names.TAG_PRECISION}"),

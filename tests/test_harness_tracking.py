@@ -6,7 +6,7 @@ import pytest
 
 from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.harness import PrivacyLedgerError, run
-from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
+from inputdp.benchmarks.sweep import Overrides, expand, run_sweep, with_data_fingerprint
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 
 from .helpers import smoke_config
@@ -24,7 +24,9 @@ def test_run_logs_params_tags_and_epoch_metrics(tmp_path):
     assert r.data.params["method"] == "dirichlet_softmax" and float(r.data.params["noise.r"]) > 0
     assert r.data.params["lr.lr_rule"] == "kappa" and "lr.lr_effective" in r.data.params
     assert r.data.params["norm_used"] == "group"
-    assert r.data.tags["match_key"] == config.match_key() and r.data.tags["privacy.protects"] == "inputs"
+    # the match key names the data by content: the name and the fingerprint of the arrays the run read
+    assert r.data.tags["match_key"] == with_data_fingerprint(config).match_key() != config.match_key()
+    assert r.data.tags["match_key"].startswith("synthetic@") and r.data.tags["privacy.protects"] == "inputs"
     history = c.get_metric_history(r.info.run_id, "epoch_time_s")
     assert [m.step for m in history] == [1, 2] and all(m.value > 0 for m in history)
     for key in ("loss", "train_accuracy", "test_accuracy", "epsilon_spent"):
@@ -56,7 +58,7 @@ def test_sweep_skips_finished_and_reruns_unfinished(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale_cfg = configs[0].replace(seed=7)
     c = client(uri)
-    c.create_run(experiment_id(c), tags={"config_key": stale_cfg.key(), "pid": dead.stdout.strip(),
+    c.create_run(experiment_id(c), tags={"config_key": with_data_fingerprint(stale_cfg).key(), "pid": dead.stdout.strip(),
                                          "host": socket.gethostname()})
     second = run_sweep([*configs, stale_cfg], tracking_uri=uri, perf=QUIET)
     assert len(second.skipped) == 3 and len(second.ran) == 1 and second.marked_failed == 1

@@ -333,7 +333,9 @@ def test_other_images_under_a_registered_name_are_another_configuration_and_row(
     train, audits = tidy(load_runs(uri))
     board = leaderboard(train, audits)
     assert len(board) == 2 and sorted(board["seeds"]) == [1, 2]
-    assert all(d.startswith("mnist [data ") for d in board["dataset"])
+    assert sorted(board["dataset"]) == ["mnist [data A]", "mnist [data B]"]  # a letter, never the private data's hash
+    a = board[board["dataset"] == "mnist [data A]"].iloc[0]
+    assert a["seeds"] == 1  # A: the folder the store saw first
 
 
 def test_a_run_logs_its_data_as_an_mlflow_input_and_says_when_it_has_fewer_examples(tmp_path, capsys):

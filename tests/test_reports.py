@@ -97,13 +97,13 @@ def test_audits_join_their_claim_under_both_threat_models(store):
 
     train, _ = tidy(load_runs(store))
     audits = _audits([
-        ("mnist", "dirichlet_softmax", 1.0, 1e-5, "small_cnn", "random_pattern", "one_run", None, 0.1, 2.9, 0.0, 2.9),
-        ("mnist", "dirichlet_softmax", 1.0, 1e-5, "mlp", "exclusive_support", "one_run", None, None, None, 3.08, 3.08),
-        ("mnist", "dirichlet_softmax", 1.0, 1e-5, "mlp", "exclusive_support", "multi_run", 400, None, None, 3.2, 3.3),
-        ("mnist", "dirichlet_softmax", 4.0, 1e-5, "small_cnn", "random_pattern", "one_run", None, 0.4, 2.9, 0.2, 2.9),
-        ("mnist", "gaussian_penultimate", 1.0, 1e-6, "mlp", "exclusive_support", "one_run", None, None, None, 3, 3),
+        ("synthetic", "dirichlet_softmax", 1.0, 1e-5, "small_cnn", "random_pattern", "one_run", None, 0.1, 2.9, 0.0, 2.9),
+        ("synthetic", "dirichlet_softmax", 1.0, 1e-5, "mlp", "exclusive_support", "one_run", None, None, None, 3.08, 3.08),
+        ("synthetic", "dirichlet_softmax", 1.0, 1e-5, "mlp", "exclusive_support", "multi_run", 400, None, None, 3.2, 3.3),
+        ("synthetic", "dirichlet_softmax", 4.0, 1e-5, "small_cnn", "random_pattern", "one_run", None, 0.4, 2.9, 0.2, 2.9),
+        ("synthetic", "gaussian_penultimate", 1.0, 1e-6, "mlp", "exclusive_support", "one_run", None, None, None, 3, 3),
         ("fashionmnist", "dirichlet_softmax", 1.0, 1e-5, "mlp", "random_pattern", "one_run", None, 9, 9, 9, 9),
-        ("mnist", "nonprivate", math.inf, 1e-5, "mlp", "exclusive_support", "one_run", None, None, None, 3.08, 3.08),
+        ("synthetic", "nonprivate", math.inf, 1e-5, "mlp", "exclusive_support", "one_run", None, None, None, 3.08, 3.08),
     ])
     board = leaderboard(train, audits)
     row = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 1)].iloc[0]
@@ -135,7 +135,8 @@ def test_bench_report_writes_files(store, tmp_path, capsys):
     md = (out / "leaderboard.md").read_text()
     for m in METHODS:
         assert f"| {m} |" in md
-    assert "Published results side by side" in md and "not comparable (preset smoke, not paper" in md
+    published = md.split("## Published results side by side")[1]
+    assert "| synthetic |" not in published  # nothing is published on the generated set: no row claims to compare
     csv = pd.read_csv(out / "leaderboard.csv")
     assert len(csv) == 5 and "time_ratio_to_nonprivate" in csv.columns
 
@@ -185,6 +186,16 @@ def test_report_from_real_audit_runs_shows_both_threat_models(tmp_path, monkeypa
     md = (out / "leaderboard.md").read_text()
     assert "## Privacy audits: both threat models" in md and "multi-run, 8 runs" in md
     assert len(pd.read_csv(out / "audits.csv")) == 2
+
+
+def test_a_smoke_row_is_not_comparable_with_the_published_figure():
+    from inputdp.reports.leaderboard import paper_side_by_side
+
+    board = pd.DataFrame([{"dataset": "mnist", "method": "dirichlet_softmax", "epsilon": 1.0, "preset": "smoke",
+                           "model": "small_cnn", "acc_mean": 0.25, "median_epoch_time_s": 1.0}])
+    side = paper_side_by_side(board)
+    row = side[(side["method"] == "dirichlet_softmax") & (side["epsilon"] == "1") & (side["measured"] == "25.00%")]
+    assert len(row) and all(c.startswith("not comparable (preset smoke, not paper") for c in row["comparable"])
 
 
 def test_a_published_row_is_set_beside_the_measured_row_of_its_own_model():

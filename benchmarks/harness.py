@@ -12,6 +12,7 @@ import dataclasses
 import math
 import random
 import statistics
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -195,6 +196,7 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     if config.holdout:
         check_holdout(config.holdout, data.train_size)
     config.privacy.check_delta_for(data.train_size - config.holdout)
+    _warn_tiny_batches(config, data.train_size - config.holdout)
     t0 = time.perf_counter()
     calibration = method.calibrate(config.privacy)
     calibration_seconds = time.perf_counter() - t0
@@ -222,6 +224,19 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     step_model = method.compile(model) if perf.compile else None
     return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
                     calibration_seconds, initial_state, perf, step_model, frontend_seconds)
+
+
+_WARNED: set[tuple[str, float, int]] = set()
+
+
+def _warn_tiny_batches(config: RunConfig, n: int) -> None:
+    """A preset's q meant for 50,000 examples, applied to a few hundred, gives batches of one or two: said once."""
+    q = config.privacy.sampling_rate
+    key = (config.dataset, q, n)
+    if q * n < 4 and key not in _WARNED:
+        _WARNED.add(key)
+        print(f"warning: the expected batch is q*n = {q:g}*{n} = {q * n:.1f} examples; a preset's q suits the data "
+              "sets it names (give --sampling-rate for yours)", file=sys.stderr)
 
 
 def _with_fingerprint(config: RunConfig, data: TensorData, *, check: bool) -> RunConfig:

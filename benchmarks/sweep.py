@@ -14,12 +14,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inputdp.datasets import canonical_name
+from inputdp.datasets import canonical_name, dataset_info
 from inputdp.methods import METHODS
 
 from .config import PerfFlags, PrivacySpec, RunConfig, run_key
 from .errors import ConfigError
 from .executors import get_executor
+from .models import check_size
 from .presets import PRESETS
 from .sampling import steps_per_epoch
 from .tracking import MLflowTracker, reap, run_name, runs_with_key
@@ -98,8 +99,10 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
     defaults = METHODS.get(method).load().option_defaults
     if "accountant" in defaults:
         options.setdefault("accountant", defaults["accountant"])
+    model = o.model or own.get("model", s.model)
+    check_size(model, dataset_info(dataset).size)  # before any store is opened or data read
     return RunConfig(
-        method=method, dataset=dataset, model=o.model or own.get("model", s.model), privacy=privacy,
+        method=method, dataset=dataset, model=model, privacy=privacy,
         method_options=options, optimizer=o.optimizer or own.get("optimizer", "sgd"), lr=pick(o.lr, "lr"),
         momentum=pick(o.momentum, "momentum"), seed=seed, preset=preset, augment=own.get("augment", s.augment),
         norm=o.norm or own.get("norm", s.norm), model_width=pick(o.model_width, "model_width"),

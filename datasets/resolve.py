@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from inputdp.benchmarks.errors import ConfigError
 
-from .generic import KINDS, canonical, info_for, is_path_spec
+from .generic import canonical, info_for, is_path_spec
 from .registry import DATASETS, MEDMNIST_MULTILABEL, DatasetInfo
 
 
@@ -21,7 +21,7 @@ def dataset_info(name: str) -> DatasetInfo:
     except ConfigError as err:
         if name in DATASETS.broken():
             raise
-        raise ConfigError(f"{err}; or your own data as {' or '.join(k + ':PATH' for k in KINDS)} "
+        raise ConfigError(f"{err}; or your own data as folder:PATH or npz:FILE "
                           "(README, \"Your own data\")") from None
 
 

@@ -195,7 +195,7 @@ def test_bad_npz_is_one_line(tmp_path, change, expected):
 
 
 def test_unknown_names_and_bad_specs_say_how_to_bring_data(tmp_path):
-    for name, expected in ((str(tmp_path), "folder:PATH or npz:PATH"), ("imagefolder", "folder:PATH"),
+    for name, expected in ((str(tmp_path), "folder:PATH or npz:FILE"), ("imagefolder", "folder:PATH"),
                            ("chestmnist", "multi-label"), (f"folder:{tmp_path}?size=0", "size='0'"),
                            (f"npz:{tmp_path}/x.npz?std=0", "std='0'"), (f"npz:{tmp_path}/x.npz", "is not a file")):
         with pytest.raises(ConfigError, match=expected) as err:
@@ -209,6 +209,12 @@ def test_bench_run_refuses_a_bad_folder_before_any_store_is_opened(tmp_path, cap
     err = capsys.readouterr().err
     assert code == 2 and err.count("\n") == 1 and "is not a folder" in err
     assert not (tmp_path / "m.db").exists()
+    x_tr, y_tr, x_te, y_te = arrays(size=12)
+    write_folder(tmp_path / "small", x_tr, y_tr, x_te, y_te)
+    code = main(["run", "--methods", "nonprivate", "--dataset", f"folder:{tmp_path / 'small'}", "--model", "tanh_cnn",
+                 "--preset", "smoke", "--no-progress", "--tracking-uri", f"sqlite:///{tmp_path / 'm.db'}"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1 and "at least 16x16" in err and not (tmp_path / "m.db").exists()
 
 
 # --- MedMNIST, offline --------------------------------------------------------------------------------------------

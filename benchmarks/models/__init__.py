@@ -60,18 +60,24 @@ register_model(ModelInfo(name="inception_simple", target=_M + "inception:SimpleI
                          summary="simplified Inception (Szegedy et al. 2015), the paper's MNIST model"))
 
 
-def build_model(name: str, *, num_classes: int, channels: int, size: int, norm: str, width: int = 0,
-                input_zero: Sequence[float] = ()) -> Classifier:
-    """``input_zero``: the data set's blank pixel per channel (``datasets.blank_value``), for models with
-    ``dense_input`` (others ignore it); left empty, such a model takes 0 as blank."""
+def check_size(name: str, size: int) -> ModelInfo:
+    """The model's record, or a one-line refusal when it cannot take images of side ``size``."""
     info = MODELS.get(name)
     if size < info.min_size:
         raise ConfigError(f"model {name!r} is not allowed for {size}x{size} images: it takes images of at least "
                           f"{info.min_size}x{info.min_size} (resize them: folder:PATH?size=N, npz:FILE?size=N)")
+    return info
+
+
+def build_model(name: str, *, num_classes: int, channels: int, size: int, norm: str, width: int = 0,
+                input_zero: Sequence[float] = ()) -> Classifier:
+    """``input_zero``: the data set's blank pixel per channel (``datasets.blank_value``), for models with
+    ``dense_input`` (others ignore it); left empty, such a model takes 0 as blank."""
+    info = check_size(name, size)
     cls = info.load()
     extra = {"input_zero": tuple(input_zero)} if info.dense_input else {}
     return cls(num_classes=num_classes, channels=channels, size=size, norm=norm, width=width or info.default_width,
                **extra)
 
 
-__all__ = ["MODELS", "Classifier", "ModelInfo", "build_model", "norm_layer", "register_model"]
+__all__ = ["MODELS", "Classifier", "ModelInfo", "build_model", "check_size", "norm_layer", "register_model"]

@@ -35,6 +35,7 @@ import numpy as np
 from scipy import stats
 
 from inputdp.datasets import TensorData, load_tensor_data
+from inputdp.datasets.registry import user_cache_dir
 
 from . import names
 from .audit import (
@@ -209,8 +210,7 @@ def _lost(config: RunConfig, error: str, *, included: dict[int, bool]) -> RunSco
 # --- the journal ---------------------------------------------------------------------------------------------
 def journal_path(config: RunConfig, spec: CanarySpec, runs: int) -> Path:
     key = hashlib.sha256(json.dumps([config.key(), dataclasses.asdict(spec), runs]).encode()).hexdigest()[:16]
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "inputdp" / "audit-runs" / f"{key}.jsonl"
+    return user_cache_dir() / "audit-runs" / f"{key}.jsonl"
 
 
 def read_journal(path: Path) -> dict[int, RunScore]:

@@ -50,6 +50,7 @@ class Registry(Generic[E]):
         self._entries: dict[str, E] = {}
         self._origins: dict[str, str] = {}
         self._broken: dict[str, str] = {}
+        self._seen: set[str] = set()  # entry points registered already ("name = module:attr")
         self._plugins_loaded = group is None
 
     def register(self, entry: E, *, force: bool = False, origin: str = BUILT_IN) -> E:
@@ -62,7 +63,8 @@ class Registry(Generic[E]):
         return entry
 
     def unregister(self, name: str) -> None:
-        """Take an entry out (a test's plug-in, once the test is done)."""
+        """Take an entry out (a test's plug-in, once the test is done); its entry point may be loaded again."""
+        self._seen = {s for s in self._seen if s.partition(" = ")[0] != name}
         self._entries.pop(name, None)
         self._origins.pop(name, None)
         self._broken.pop(name, None)
@@ -77,9 +79,8 @@ class Registry(Generic[E]):
         if self.group is None:
             return []
         added = []
-        taken_by_plugins = {n for n, o in self._origins.items() if o != BUILT_IN}
         for ep in sorted(entry_points(group=self.group), key=lambda e: e.name):
-            if ep.name in taken_by_plugins:
+            if f"{ep.name} = {ep.value}" in self._seen:
                 continue  # loaded before
             label = f"the {self.kind} plug-in {ep.name!r} ({ep.value})"
             try:
@@ -96,6 +97,7 @@ class Registry(Generic[E]):
                                          f"{self._entries[obj.name].target}: give the plug-in another name")
                 continue
             self.register(obj, origin=f"plug-in {_distribution(ep)}")
+            self._seen.add(f"{ep.name} = {ep.value}")
             added.append(obj.name)
         return added
 

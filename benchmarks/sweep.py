@@ -100,7 +100,7 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
     if "accountant" in defaults:
         options.setdefault("accountant", defaults["accountant"])
     model = o.model or own.get("model", s.model)
-    check_size(model, dataset_info(dataset).size)  # before any store is opened or data read
+    check_size(model, dataset_info(dataset).size)  # before any store is opened or data read (cached: no second read)
     return RunConfig(
         method=method, dataset=dataset, model=model, privacy=privacy,
         method_options=options, optimizer=o.optimizer or own.get("optimizer", "sgd"), lr=pick(o.lr, "lr"),

@@ -404,7 +404,7 @@ class MLflowTracker:
         was read from, and how many examples each split held; never the data."""
         from mlflow.entities import Dataset, DatasetInput, InputTag
 
-        if not getattr(config, "data_fingerprint", ""):
+        if not config.data_fingerprint:
             return
         source = json.dumps({"dataset": config.dataset, "data_dir": str(config.data_dir or "")})
         profile = json.dumps({"train_examples": params.get("train_size"), "test_examples": params.get("data.test_size")})

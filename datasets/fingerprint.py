@@ -16,17 +16,16 @@ import os
 from pathlib import Path
 
 from .digest import VERSION, fingerprint_of_arrays
-from .registry import DatasetInfo, data_dir_from
+from .registry import DatasetInfo, data_dir_from, user_cache_dir
 from .resolve import dataset_info
-from .tensor_data import load_raw, raw_digest
+from .tensor_data import raw_digest
 
 
 def cache_file() -> Path:
     base = os.environ.get("INPUTDP_CACHE")
     if base:
         return Path(base).expanduser() / "fingerprints.json"
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "inputdp" / "fingerprints.json"
+    return user_cache_dir() / "fingerprints.json"
 
 
 def _source_files(info: DatasetInfo, root: Path) -> list[list]:
@@ -84,4 +83,4 @@ def data_fingerprint(name: str, data_dir: str | None = None, *, download: bool =
     return digest
 
 
-__all__ = ["VERSION", "cache_file", "data_fingerprint", "fingerprint_of_arrays", "load_raw", "raw_digest"]
+__all__ = ["VERSION", "cache_file", "data_fingerprint", "fingerprint_of_arrays", "raw_digest"]

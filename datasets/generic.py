@@ -133,6 +133,7 @@ def _class_folders(folder: Path) -> list[Path]:
     return sorted((d for d in folder.iterdir() if d.is_dir() and d.name not in ("train", "test")), key=lambda d: d.name)
 
 
+@functools.lru_cache(maxsize=16)
 def _layout(spec: PathSpec) -> _FolderLayout:
     root = Path(spec.path)
     expected = f"expected {root}/train/CLASS/*.png (and {root}/test/CLASS/*.png)"
@@ -317,6 +318,7 @@ def _resize(x: torch.Tensor, size: int) -> torch.Tensor:
     return y.round().clamp(0, 255).to(torch.uint8) if x.dtype == torch.uint8 else y.clamp(0, 1)
 
 
+@functools.lru_cache(maxsize=2)  # the info and the loader share one read (and the tensors _load_raw then keeps)
 def _npz_arrays(spec: PathSpec):
     where = f"npz:{spec.path}"
     raw = _read_npz(spec)

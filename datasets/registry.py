@@ -101,6 +101,12 @@ register_dataset(DatasetInfo(
     files="nothing (generated)", normalisation="fixed 0.5"))
 
 
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/inputdp``, else ``~/.cache/inputdp``: downloads, the audits' journals, the fingerprints."""
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(cache) / "inputdp"
+
+
 def data_dir_from(explicit: str | None) -> Path:
     """``--data-dir``, else ``$INPUTDP_DATA``, else the user cache directory."""
     if explicit:
@@ -108,5 +114,4 @@ def data_dir_from(explicit: str | None) -> Path:
     env = os.environ.get("INPUTDP_DATA")
     if env:
         return Path(env).expanduser()
-    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(cache) / "inputdp" / "data"
+    return user_cache_dir() / "data"

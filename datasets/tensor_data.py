@@ -211,8 +211,7 @@ def load_tensor_data(
     """Load a registered data set once, normalise it, and place it on ``device``."""
     info = dataset_info(name)
     root = data_dir_from(data_dir)
-    if os.environ.get("INPUTDP_NO_DOWNLOAD", "") not in ("", "0"):
-        download = False
+    download = _download_allowed(download)
     raw = load_raw(name, data_dir, download=download)
     x_tr, y_tr, x_te, y_te = raw
     _check_contents(info, info.location or root, x_tr, y_tr, x_te, y_te)
@@ -233,9 +232,11 @@ def load_tensor_data(
 def load_raw(name: str, data_dir: str | None = None, *, download: bool = True):
     """The data set's arrays as its source gives them (pixels uint8, or float in [0, 1]; int64 labels), read once
     per process."""
-    if os.environ.get("INPUTDP_NO_DOWNLOAD", "") not in ("", "0"):
-        download = False
-    return _load_raw(name, str(data_dir_from(data_dir)), download)
+    return _load_raw(name, str(data_dir_from(data_dir)), _download_allowed(download))
+
+
+def _download_allowed(download: bool) -> bool:
+    return download and os.environ.get("INPUTDP_NO_DOWNLOAD", "") in ("", "0")
 
 
 def normalise(info: DatasetInfo, x: torch.Tensor) -> torch.Tensor:

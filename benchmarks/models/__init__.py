@@ -15,7 +15,7 @@ from .common import Classifier, norm_layer
 class ModelInfo(Entry):
     default_width: int
     #: the fastest valid per-example-gradient mode (Opacus' hooks, functorch or ghost clipping) for this model,
-    #: measured with `bench speed` on the project's CPU machine (README, Performance); methods that clip
+    #: measured with `bench speed` on the project's CPU machine (benchmarks/README.md, Performance); methods that clip
     #: per-example gradients use it when asked for "auto"
     grad_sample_mode: str = "hooks"
     #: the first weight layer is dense on the flattened input (one weight per input coordinate); such a model is

@@ -21,6 +21,12 @@ def dataset_info(name: str) -> DatasetInfo:
     except ConfigError as err:
         if name in DATASETS.broken():
             raise
+        from pathlib import Path
+
+        path = Path(name).expanduser()
+        if path.is_dir() or (path.is_file() and path.suffix == ".npz"):  # a path without its kind: say which
+            kind = "folder" if path.is_dir() else "npz"
+            raise ConfigError(f"data set {name!r} is not allowed: a path needs its kind, --dataset {kind}:{name}") from None
         raise ConfigError(f"{err}; or your own data as folder:PATH or npz:FILE "
                           "(README, \"Your own data\")") from None
 

@@ -195,7 +195,10 @@ def test_bad_npz_is_one_line(tmp_path, change, expected):
 
 
 def test_unknown_names_and_bad_specs_say_how_to_bring_data(tmp_path):
-    for name, expected in ((str(tmp_path), "folder:PATH or npz:FILE"), ("imagefolder", "folder:PATH"),
+    (tmp_path / "d.npz").write_bytes(b"")
+    for name, expected in ((str(tmp_path / "absent"), "folder:PATH or npz:FILE"),
+                           (str(tmp_path), f"--dataset folder:{tmp_path}"), (str(tmp_path / "d.npz"), "--dataset npz:"),
+                           ("imagefolder", "folder:PATH"),
                            ("chestmnist", "multi-label"), (f"folder:{tmp_path}?size=0", "size='0'"),
                            (f"npz:{tmp_path}/x.npz?std=0", "std='0'"), (f"npz:{tmp_path}/x.npz", "is not a file")):
         with pytest.raises(ConfigError, match=expected) as err:

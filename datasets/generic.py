@@ -133,7 +133,6 @@ def _class_folders(folder: Path) -> list[Path]:
     return sorted((d for d in folder.iterdir() if d.is_dir() and d.name not in ("train", "test")), key=lambda d: d.name)
 
 
-@functools.lru_cache(maxsize=16)
 def _layout(spec: PathSpec) -> _FolderLayout:
     root = Path(spec.path)
     expected = f"expected {root}/train/CLASS/*.png (and {root}/test/CLASS/*.png)"
@@ -318,8 +317,21 @@ def _resize(x: torch.Tensor, size: int) -> torch.Tensor:
     return y.round().clamp(0, 255).to(torch.uint8) if x.dtype == torch.uint8 else y.clamp(0, 1)
 
 
-@functools.lru_cache(maxsize=2)  # the info and the loader share one read (and the tensors _load_raw then keeps)
+def _stamp(path: str) -> tuple[int, int]:
+    st = os.stat(path)
+    return st.st_size, st.st_mtime_ns
+
+
 def _npz_arrays(spec: PathSpec):
+    """The arrays, read once per version of the file: the info and the loader share one read, and a rewritten file
+    is read again (the cache is keyed by its size and modification time)."""
+    if not os.path.isfile(spec.path):
+        _read_npz(spec)  # the one-line refusal
+    return _npz_arrays_at(spec, _stamp(spec.path))
+
+
+@functools.lru_cache(maxsize=2)
+def _npz_arrays_at(spec: PathSpec, stamp: tuple[int, int]):
     where = f"npz:{spec.path}"
     raw = _read_npz(spec)
     x_tr, x_te = _images(raw["x_train"], "x_train", where), _images(raw["x_test"], "x_test", where)
@@ -337,8 +349,8 @@ def _npz_arrays(spec: PathSpec):
 
 
 @functools.lru_cache(maxsize=16)
-def _npz_info(spec: PathSpec) -> DatasetInfo:
-    x_tr, y_tr, x_te, y_te, sizes = _npz_arrays(spec)
+def _npz_info_at(spec: PathSpec, stamp: tuple[int, int]) -> DatasetInfo:
+    x_tr, y_tr, x_te, y_te, sizes = _npz_arrays_at(spec, stamp)
     channels, size = int(x_tr.shape[1]), int(x_tr.shape[2])
     classes = int(max(y_tr.max(), y_te.max())) + 1
     mean, std = _stats(spec, channels)
@@ -357,7 +369,14 @@ def load_npz(location: str, download: bool):
     return x_tr.contiguous(), y_tr, x_te.contiguous(), y_te
 
 
+def _npz_info(spec: PathSpec) -> DatasetInfo:
+    if not os.path.isfile(spec.path):
+        _read_npz(spec)
+    return _npz_info_at(spec, _stamp(spec.path))
+
+
 def info_for(spec: str) -> DatasetInfo:
-    """The :class:`DatasetInfo` of a data set given by path (read once per process and spelling)."""
+    """The :class:`DatasetInfo` of a data set given by path (a folder read once per process and spelling; an .npz once
+    per version of the file)."""
     parsed = parse(spec)
     return _folder_info(parsed) if parsed.kind == "folder" else _npz_info(parsed)

@@ -87,7 +87,7 @@ def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generato
 
 class DPSGD(SubsampledGaussianMethod):
     name = "dpsgd"
-    option_defaults = {"max_grad_norm": 1.0, "accountant": "rdp", "grad_sample_mode": "auto",
+    option_defaults = {"max_grad_norm": 1.0, "accountant": "pld", "grad_sample_mode": "auto",
                        "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False,
                        "micro_batch": 0}
     variant_options = ("augmult", "ema", "weight_standardisation", "max_grad_norm")
@@ -128,7 +128,7 @@ class DPSGD(SubsampledGaussianMethod):
             mechanism="subsampled_gaussian", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]},
             epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
-            accountant=self.options["accountant"], adjacency="add/remove one example",
+            accountant=self.accountant_label(), adjacency="add/remove one example",
             scope=("every iterate of the model parameters (each example's input and label, add/remove one example): "
                    "each step releases one noised sum of clipped gradients, so Poisson subsampling amplifies it"),
         )

@@ -1,5 +1,6 @@
 """The subsampled-Gaussian accountant shared by DP-SGD and the penultimate-layer method (THEORY.md, "The
-subsampled Gaussian"): the RDP accountant as Opacus computes it, or Opacus' PRV accountant."""
+subsampled Gaussian"): the privacy-loss distribution through dp_accounting (``pld``, pessimistic, the tightest sound
+one), the RDP accountant as Opacus computes it (``rdp``), or Opacus' PRV accountant (``prv``)."""
 
 from __future__ import annotations
 
@@ -11,9 +12,13 @@ from inputdp.benchmarks.errors import ConfigError
 
 from .accounting.calibration import InfeasibleTarget, calibrate_parameter
 from .accounting.gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
+from .accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
+from .accounting.pld import DESCRIPTION as PLD_DESCRIPTION
+from .accounting.pld import VALUE_INTERVAL as PLD_INTERVAL
+from .accounting.pld import library_version as pld_library_version
 from .base import Calibration, Method
 
-ACCOUNTANTS = ("rdp", "prv")
+ACCOUNTANTS = ("pld", "rdp", "prv")
 
 
 @functools.lru_cache(maxsize=256)
@@ -21,10 +26,13 @@ def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, 
     """The smallest sigma meeting (epsilon, delta, q, T) under the named accountant, by the one calibration search.
 
     For ``rdp`` the accountant is the vectorised RDP of ``accounting.gaussian`` (equal to Opacus' RDP accountant,
-    tested; about 50x faster); ``prv`` is Opacus' PRV accountant, evaluated at each point of the same search.
+    tested; about 50x faster); ``pld`` starts its search from RDP's sigma (accounting/pld.py); ``prv`` is Opacus'
+    PRV accountant, evaluated at each point of the same search.
     """
     if accountant == "rdp":
         return gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
+    if accountant == "pld":
+        return gaussian_noise_multiplier_pld(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
 
     def eps_of(sigma: float) -> float:
         return gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=sampling_rate, steps=steps,
@@ -38,7 +46,11 @@ def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, 
 
 def gaussian_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float, steps: int,
                      accountant: str) -> float:
-    """Epsilon of T Poisson-subsampled Gaussian steps, from Opacus' accountant of that name."""
+    """Epsilon of T Poisson-subsampled Gaussian steps, from the named accountant (``pld``: dp_accounting's PLD;
+    ``rdp``: the suite's vectorised copy of Opacus' RDP; ``prv``: Opacus' PRV accountant)."""
+    if accountant == "pld":
+        return gaussian_epsilon_pld(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
+                                    delta=delta)
     if accountant == "rdp":
         return gaussian_epsilon_rdp(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
                                     delta=delta)[0]
@@ -66,6 +78,13 @@ class SubsampledGaussianMethod(Method):
             raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose one of "
                               f"{', '.join(self.accountants)}")
 
+    def accountant_label(self) -> str:
+        """The accountant as a claim names it: which one, and for ``pld`` its library version and grid."""
+        accountant = self.options["accountant"]
+        if accountant == "pld":
+            return f"pld (dp_accounting {pld_library_version()}, pessimistic, grid {PLD_INTERVAL:g})"
+        return accountant
+
     @property
     def sigma(self) -> float:
         return self._need_calibration()[1].noise["noise_multiplier"]
@@ -79,8 +98,10 @@ class SubsampledGaussianMethod(Method):
             raise ConfigError(f"{self.name}: {err}") from None
         eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
                                steps=spec.steps, accountant=accountant)
-        return Calibration(noise={"noise_multiplier": sigma}, epsilon=eps,
-                           details={"accountant": accountant, self.clip_option: self.options[self.clip_option]})
+        details = {"accountant": accountant, self.clip_option: self.options[self.clip_option]}
+        if accountant == "pld":
+            details.update(accountant_detail=PLD_DESCRIPTION, accountant_library=f"dp_accounting {pld_library_version()}")
+        return Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, details=details)
 
     def epsilon_spent(self, steps_done: int) -> float:
         spec, cal = self._need_calibration()

@@ -15,7 +15,9 @@ GATES: Gates = {
                                      "bracket (seconds)"),
     "dirichlet_paper_calibration_s": (1.0, "one calibration of dirichlet_softmax, the paper's accountant, with the "
                                            "vectors' bracket at its r (seconds)"),
-    "dpsgd_calibration_s": (0.050, "one calibration of dpsgd, RDP accountant (seconds)"),
+    "dpsgd_calibration_s": (2.0, "one calibration of dpsgd, PLD accountant (dp_accounting; measured 0.6-0.7 s at "
+                                 "the cpu preset's eps 1) (seconds)"),
+    "dpsgd_rdp_calibration_s": (0.050, "one calibration of dpsgd, RDP accountant (seconds)"),
 }
 
 ROOT = Path(__file__).resolve().parents[2]

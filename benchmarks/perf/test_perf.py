@@ -60,6 +60,7 @@ def test_step_time_resnet18_small_batch(benchmark, printed):
     ("dirichlet_softmax", None, "dirichlet_calibration_s"),
     ("dirichlet_softmax", {"accountant": "paper"}, "dirichlet_paper_calibration_s"),
     ("dpsgd", None, "dpsgd_calibration_s"),
+    ("dpsgd", {"accountant": "rdp"}, "dpsgd_rdp_calibration_s"),
 ])
 def test_calibration_time(benchmark, figures, method, options, name):
     """One uncached calibration at the cpu preset's (q, T), epsilon 1: every accountant's cache is cleared every round
@@ -67,13 +68,14 @@ def test_calibration_time(benchmark, figures, method, options, name):
     from inputdp.methods import create_method
     from inputdp.methods.accounting import per_example as pe
     from inputdp.methods.dirichlet_softmax import calibrate_r
+    from inputdp.methods.accounting.pld import gaussian_epsilon_pld
     from inputdp.methods.gaussian_accounting import noise_multiplier_for
 
     spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=256 / 60000, steps=2340)
     m = create_method(method, options)
     m.calibrate(spec)  # warm-up: imports, first calls
     caches = (calibrate_r, noise_multiplier_for, pe.calibrate_dirichlet_r, pe.calibrate_gaussian_sigma,
-              pe.dirichlet_vectors_epsilon, pe.gaussian_vectors_epsilon)
+              pe.dirichlet_vectors_epsilon, pe.gaussian_vectors_epsilon, gaussian_epsilon_pld)
 
     def once():
         for cache in caches:

@@ -50,6 +50,7 @@ def calibrate_parameter(
     increasing: bool,
     what: str,
     start: float | None = None,
+    bracket: tuple[float, float] | None = None,
     xtol: float = 1e-10,
     rtol: float = 1e-10,
 ) -> float:
@@ -62,7 +63,10 @@ def calibrate_parameter(
     the noise returned would be the range's limit, not a calibration.
 
     With ``start`` the bracket is found by doubling (or halving) from ``start``, so the ends of a wide range are
-    evaluated only when the crossing lies there; without it both ends are evaluated first.
+    evaluated only when the crossing lies there; without it both ends are evaluated first. A ``bracket`` (two
+    points believed to lie either side of the crossing, e.g. from a looser accountant) is tried first: where it does
+    straddle the target the search stays inside it (two evaluations fewer than a walk), else the walk from ``start``
+    (or the ends) takes over.
     """
     safe_end, unsafe_end = (low, high) if increasing else (high, low)
 
@@ -71,7 +75,10 @@ def calibrate_parameter(
 
     if not math.isfinite(target):
         raise InfeasibleTarget(target, math.nan, what, ceiling=epsilon_of(unsafe_end))
-    if start is None:
+    straddled = _straddle(meets, bracket, low, high)
+    if straddled is not None:
+        safe, unsafe = straddled
+    elif start is None:
         floor = epsilon_of(safe_end)
         if floor > target:
             raise InfeasibleTarget(target, floor, what)
@@ -91,6 +98,19 @@ def calibrate_parameter(
         p = min(p + step, safe) if safe > p else max(p - step, safe)
         step *= 2
     return p
+
+
+def _straddle(meets, bracket: tuple[float, float] | None, low: float, high: float) -> tuple[float, float] | None:
+    """(safe, unsafe) from a given bracket when one end meets the target and the other does not; else None."""
+    if bracket is None:
+        return None
+    a, b = (min(max(p, low), high) for p in bracket)
+    if a == b:
+        return None
+    ma, mb = meets(a), meets(b)
+    if ma == mb:
+        return None
+    return (a, b) if ma else (b, a)
 
 
 def _bracket(meets, start: float, safe_end: float, unsafe_end: float, epsilon_of, target: float,

@@ -159,6 +159,8 @@ def build_parser() -> argparse.ArgumentParser:
     p_speed.add_argument("--device", default="auto")
     p_speed.add_argument("--threads", type=int, default=0)
     _add_speed_flags(p_speed)
+    p_speed.add_argument("--variants", action="store_true",
+                         help="time every option set a method declares (DP-SGD: each clipping mode) side by side")
     p_speed.add_argument("--json", action="store_true")
     p_gpu = sub.add_parser("gpu-check", help="the paper's shapes on synthetic data: step time, examples/s and peak "
                                              "memory per method and speed variant (a table and a JSON file)")
@@ -422,16 +424,17 @@ def cmd_speed(args: argparse.Namespace) -> int:
     result = measure(methods, dataset=args.dataset, preset=args.preset, model=args.model, batch_size=args.batch_size,
                      steps=args.steps, warmup=args.warmup, norm=args.norm, data_dir=args.data_dir,
                      synthetic=args.synthetic, method_options=parse_options(args.option, methods),
-                     perf=_perf(args, progress=False))
+                     perf=_perf(args, progress=False), variants=args.variants)
     if args.json:
         print(json.dumps(result.as_json()))
         return 0
     print(f"{result.setup['dataset']} / {result.setup['model']} ({result.setup['norm']} norm), batch "
           f"{result.setup['batch_size']}, {result.setup['steps']} interleaved steps on {result.setup['device']}")
-    print(f"{'method':<22}{'median_step_ms':>16}{'examples_per_s':>16}{'peak_mb':>10}"
+    width = max(22, *(len(n) + 2 for n in result.methods))
+    print(f"{'method':<{width}}{'median_step_ms':>16}{'examples_per_s':>16}{'peak_mb':>10}"
           f"{'ratio to ' + result.setup['reference']:>24}")
     for name, m in result.methods.items():
-        print(f"{name:<22}{1000 * m['median_step_s']:>16.2f}{m['examples_per_s']:>16.0f}{m['peak_memory_mb']:>10.0f}"
+        print(f"{name:<{width}}{1000 * m['median_step_s']:>16.2f}{m['examples_per_s']:>16.0f}{m['peak_memory_mb']:>10.0f}"
               f"{m['ratio_to_reference']:>24.2f}")
     return 0
 

@@ -58,7 +58,10 @@ def measure(
     methods: Sequence[str], *, dataset: str, preset: str = "cpu", model: str | None = None, batch_size: int = 256,
     steps: int = 50, warmup: int = 5, epsilon: float = 1.0, norm: str = "group", data_dir: str | None = None,
     perf: PerfFlags | None = None, synthetic: bool = False, method_options: dict | None = None,
+    variants: bool = False,
 ) -> SpeedResult:
+    """Each method's step (with ``variants``: once per option set it declares in ``speed_variants``, e.g. DP-SGD per
+    clipping mode, labelled ``dpsgd[grad_sample_mode=bk]``), timed interleaved against the reference."""
     perf = perf or PerfFlags(progress=False)
     device = perf.resolve_device()
     reference = reference_method()
@@ -73,12 +76,20 @@ def measure(
     if not (isinstance(warmup, int) and warmup >= 0):
         raise ConfigError(f"warmup={warmup!r} is not allowed: it must be an integer >= 0")
     data, source = _data(dataset, data_dir, device, synthetic, max(4 * batch_size, 2048))
-    prepared: dict[str, Prepared] = {}
+    entries: list[tuple[str, str, dict]] = []  # (label, method, its options)
     for n in names:
+        own = dict((method_options or {}).get(n, {}))
+        declared = METHODS.get(n).load().speed_variants if variants and n != reference else ({},)
+        for v in declared:
+            label = n + ("[" + ",".join(f"{k}={val}" for k, val in v.items()) + "]" if v else "")
+            entries.append((label, n, {**own, **v}))
+    prepared: dict[str, Prepared] = {}
+    for label, n, options in entries:
         config: RunConfig = build_config(method=n, dataset=dataset, preset=preset, epsilon=epsilon, seed=0,
                                          overrides=Overrides(model=model, norm=norm,
-                                                             method_options=dict(method_options or {})))
-        prepared[n] = prepare(config, perf, data)
+                                                             method_options={**(method_options or {}), n: options}))
+        prepared[label] = prepare(config, perf, data)
+    names = [label for label, _, _ in entries]
     g = torch.Generator().manual_seed(0)
     batches = [torch.randperm(data.train_size, generator=g)[:batch_size].to(device) for _ in range(8)]
     times: dict[str, list[float]] = {n: [] for n in names}
@@ -98,7 +109,7 @@ def measure(
             if i >= warmup:
                 times[n].append(time.perf_counter() - t0)
             peaks[n] = max(peaks[n], torch.cuda.max_memory_allocated(device) if cuda else current_rss_bytes())
-    base = statistics.median(times[reference])
+    base = statistics.median(times[names[0]])
     out = {}
     for n in names:
         med = statistics.median(times[n])

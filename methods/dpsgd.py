@@ -41,7 +41,9 @@ from .gaussian_accounting import SubsampledGaussianMethod
 warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed with respect to "
                         "module outputs since no inputs require gradients", category=UserWarning)
 
-GRAD_SAMPLE_MODES = ("auto", "hooks", "functorch", "ghost")
+GRAD_SAMPLE_MODES = ("auto", "hooks", "functorch", "ghost", "bk")
+#: the modes that are Opacus' own (``bk`` is the suite's book-keeping clipping, methods/fast_clipping.py)
+OPACUS_MODES = ("hooks", "functorch", "ghost")
 AUGMULT_KINDS = ("auto", "shift", "crop_flip")
 
 
@@ -89,7 +91,7 @@ class DPSGD(SubsampledGaussianMethod):
     name = "dpsgd"
     option_defaults = {"max_grad_norm": 1.0, "accountant": "pld", "grad_sample_mode": "auto",
                        "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False,
-                       "micro_batch": 0}
+                       "micro_batch": 0, "secure_mode": False}
     variant_options = ("augmult", "ema", "weight_standardisation", "max_grad_norm")
 
     def __init__(self, **options: Any):
@@ -110,6 +112,12 @@ class DPSGD(SubsampledGaussianMethod):
         if not (isinstance(o["micro_batch"], int) and not isinstance(o["micro_batch"], bool) and o["micro_batch"] >= 0):
             raise ConfigError(f"micro_batch={o['micro_batch']!r} is not allowed: give an integer >= 0 (0: the whole "
                               "batch at once)")
+        if not isinstance(o["secure_mode"], bool):
+            raise ConfigError(f"secure_mode={o['secure_mode']!r} is not allowed: true or false")
+        if o["weight_standardisation"] and o["grad_sample_mode"] == "bk":
+            raise ConfigError("weight_standardisation is not allowed with grad_sample_mode=bk: a standardised weight's "
+                              "per-example gradient is not a product of the layer's input and output gradient; use "
+                              "hooks or functorch")
         if o["micro_batch"] and o["grad_sample_mode"] == "ghost":
             raise ConfigError("micro_batch is not allowed with grad_sample_mode=ghost: Opacus' ghost-clipping optimizer "
                               "does not sum clipped gradients over several backward passes; use hooks or functorch")
@@ -121,6 +129,8 @@ class DPSGD(SubsampledGaussianMethod):
         self._ema: nn.Module | None = None
         self._ema_steps = 0
         self._augmenter = torch.Generator()
+        self._bk = None
+        self._noise_source = ""
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
@@ -161,20 +171,47 @@ class DPSGD(SubsampledGaussianMethod):
                 p.requires_grad_(False)
             self._ema_steps = 0
         self.mode = mode
+        generator = self._noise_generator()
+        expected = max(1, round(spec.sampling_rate * setup.train_size))
+        if mode == "bk":
+            from .fast_clipping import BKOptimizer, BookKeeping
+
+            self._bk = BookKeeping(model, self.options["max_grad_norm"])
+            return model, BKOptimizer(optimizer, noise_multiplier=cal.noise["noise_multiplier"],
+                                      max_grad_norm=self.options["max_grad_norm"], expected_batch_size=expected,
+                                      secure_mode=o["secure_mode"], generator=generator)
         kwargs: dict[str, Any] = {"batch_first": True, "loss_reduction": "mean"}
         if mode == "ghost":
             kwargs["max_grad_norm"] = self.options["max_grad_norm"]
         module = prepare_module(model, grad_sample_mode=mode, **kwargs)
         opt_cls = get_optimizer_class(clipping="flat", distributed=False, grad_sample_mode=mode)
         dp_optimizer = opt_cls(optimizer, noise_multiplier=cal.noise["noise_multiplier"],
-                               max_grad_norm=self.options["max_grad_norm"],
-                               expected_batch_size=max(1, round(spec.sampling_rate * setup.train_size)),
-                               loss_reduction="mean")
+                               max_grad_norm=self.options["max_grad_norm"], expected_batch_size=expected,
+                               loss_reduction="mean", generator=generator, secure_mode=o["secure_mode"])
         if mode == "ghost":
             from opacus.utils.fast_gradient_clipping_utils import DPLossFastGradientClipping
 
             self._criterion = DPLossFastGradientClipping(module, dp_optimizer, nn.CrossEntropyLoss(), "mean")
         return module, dp_optimizer
+
+    def _noise_generator(self) -> torch.Generator | None:
+        """None (the run's seeded global stream) unless ``secure_mode``: then Opacus' floating-point-safe sampling
+        (four draws per coordinate, Holohan & Braghin 2021) from torchcsprng's /dev/urandom generator where it is
+        installed, else from a generator seeded by /dev/urandom (unpredictable, but not a CSPRNG: said in the run's
+        description). Either way the run is no longer reproducible from its seed."""
+        if not self.options["secure_mode"]:
+            self._noise_source = ""
+            return None
+        try:
+            import torchcsprng as csprng  # type: ignore[import-not-found]
+
+            self._noise_source = "torchcsprng /dev/urandom"
+            return csprng.create_random_device_generator("/dev/urandom")
+        except ImportError:
+            import os
+
+            self._noise_source = "torch generator seeded from /dev/urandom (torchcsprng not installed: not a CSPRNG)"
+            return torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
 
     def unwrap(self, model: nn.Module) -> nn.Module:
         """Opacus' GradSampleModule keeps the user's model as ``_module``."""
@@ -183,7 +220,10 @@ class DPSGD(SubsampledGaussianMethod):
         return model
 
     def describe(self) -> dict[str, Any]:
-        return {"grad_sample_mode": self.mode} if self.mode else {}
+        out: dict[str, Any] = {"grad_sample_mode": self.mode} if self.mode else {}
+        if self._noise_source:
+            out["secure_noise"] = self._noise_source
+        return out
 
     @property
     def augments_inputs(self) -> bool:
@@ -208,6 +248,8 @@ class DPSGD(SubsampledGaussianMethod):
         Opacus' hooks and ghost modes take an empty batch through the normal path; functorch's vmap cannot,
         so there the per-example gradients are set to empty tensors by hand.
         """
+        if self.mode == "bk":
+            return self._bk_step(model, optimizer, x, y)
         optimizer.zero_grad(set_to_none=True)
         if x.shape[0] == 0 and self.mode == "functorch":
             _noise_only_step(model, optimizer)
@@ -244,6 +286,32 @@ class DPSGD(SubsampledGaussianMethod):
         self._after_step(model)
         return total / x.shape[0] if n else None
 
+    def _bk_step(self, model, optimizer, x, y):
+        """Book-keeping: one forward and one backward pass per group of rows give the clipped sum (fast_clipping.py);
+        the noise is added once, to the whole batch's sum."""
+        optimizer.zero_grad(set_to_none=True)
+        k = int(self.options["augmult"])
+        n = x.shape[0]
+        if k and n:
+            x = augment_copies(x, k, self.options["augmult_kind"], self._augmenter)
+            y = y.repeat_interleave(k)
+        group = max(k, 1)
+        rows = max(1, (int(self.options["micro_batch"]) or n) * group)
+        total = None
+        for start in range(0, x.shape[0], rows):
+            xs, ys = x[start : start + rows], y[start : start + rows]
+
+            def forward(xs=xs):
+                with self.autocast(xs):
+                    return model(xs)
+
+            loss, _ = self._bk.clipped_sum(forward, ys, group=group)
+            part = loss * xs.shape[0]
+            total = part if total is None else total + part
+        optimizer.step()
+        self._after_step(model)
+        return total / x.shape[0] if n else None
+
     def _after_step(self, model: nn.Module) -> None:
         if self._ema is not None:
             self._update_ema(model)
@@ -253,10 +321,11 @@ class DPSGD(SubsampledGaussianMethod):
     compile_refusal = "Opacus' per-example-gradient hooks do not run under torch.compile"
 
     def check_amp(self, amp: str) -> None:
-        if amp != "none" and (self.mode or self.options["grad_sample_mode"]) == "ghost":
-            raise ConfigError(f"--amp {amp} is not allowed for dpsgd with grad_sample_mode=ghost: ghost clipping "
-                              "computes the per-example norms inside Opacus' hooks, in the autocast dtype; use hooks "
-                              "or functorch")
+        mode = self.mode or self.options["grad_sample_mode"]
+        if amp != "none" and mode in ("ghost", "bk"):
+            raise ConfigError(f"--amp {amp} is not allowed for dpsgd with grad_sample_mode={mode}: ghost and "
+                              "book-keeping clipping compute the per-example norms from activations and output "
+                              "gradients in the autocast dtype; use hooks or functorch")
 
 
 def _per_example_gradients_in_float32(model: nn.Module) -> None:

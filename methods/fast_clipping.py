@@ -1,0 +1,326 @@
+"""Book-keeping clipping (Bu et al. 2023) with mixed ghost norms (Bu, Mao & Xu 2022): DP-SGD's clipped sum from one
+forward and one backward pass.
+
+The backward pass asks autograd only for the gradient of the summed per-example loss with respect to each trainable
+layer's *output* (no parameter gradient is formed). For each layer the per-example gradient is a function of the layer's
+input a_i and that output gradient g_i, so from the same two tensors:
+
+- the per-example squared norms: for a Linear layer on (B, d) inputs |g_i|^2 |a_i|^2 (ghost norm); on a sequence, and for
+  a Conv2d (its input unfolded into patches, T output positions), the cheaper of the ghost norm (cost ~ T^2 (d + p))
+  and the instantiated per-example gradient g_i^T a_i (cost ~ T d p), chosen per layer from the shapes; GroupNorm's
+  weight and bias from the normalised input;
+- the clipped sum: with c_i = min(1, C / |G_i|) over all layers, each layer's weight gradient sum_i c_i g_i^T a_i is
+  one ordinary weight-gradient product with the output gradients scaled by c_i (or the einsum of the instantiated
+  per-example gradients), written into ``p.summed_grad``.
+
+The noise is then added once to the sum, as Opacus' DPOptimizer does (its ``_generate_noise``, ``secure_mode`` included),
+over the expected batch size. Opacus stays the reference implementation (``grad_sample_mode=hooks|functorch|ghost``);
+tests/test_fast_clipping.py checks this update against each example's own autograd gradient, clipped and summed, on
+every registered model it supports.
+
+Supported trainable layers: nn.Linear, nn.Conv2d (any stride, padding, dilation, groups; zero padding), nn.GroupNorm.
+A model with any other trainable layer, or a layer called twice in one forward pass, is refused in one line.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from inputdp.benchmarks.errors import ConfigError
+
+SUPPORTED = (nn.Linear, nn.Conv2d, nn.GroupNorm)
+
+
+def unsupported_layers(model: nn.Module) -> list[str]:
+    """The trainable layers book-keeping cannot clip (empty: the model is supported)."""
+    out = []
+    for name, module in model.named_modules():
+        own = [p for p in module.parameters(recurse=False) if p.requires_grad]
+        if own and (type(module) not in SUPPORTED):
+            out.append(f"{name or 'model'} ({type(module).__name__})")
+    return out
+
+
+class BookKeeping:
+    """Hooks on a model's trainable layers that record, during :meth:`clipped_sum` only, each layer's input and output."""
+
+    def __init__(self, model: nn.Module, max_grad_norm: float):
+        bad = unsupported_layers(model)
+        if bad:
+            raise ConfigError(f"grad_sample_mode=bk is not allowed for this model: it cannot clip {', '.join(bad[:3])}; "
+                              f"use hooks, functorch or ghost (Opacus)")
+        self.model = model
+        self.max_grad_norm = float(max_grad_norm)
+        self.layers = [m for m in model.modules() if isinstance(m, SUPPORTED)
+                       and any(p.requires_grad for p in m.parameters(recurse=False))]
+        self._records: list[tuple[nn.Module, torch.Tensor, torch.Tensor]] = []
+        self._recording = False
+        self._handles = [m.register_forward_hook(self._record) for m in self.layers]
+
+    def _record(self, module: nn.Module, inputs: tuple, output: torch.Tensor) -> None:
+        if self._recording:
+            self._records.append((module, inputs[0].detach(), output))
+
+    def remove(self) -> None:
+        for h in self._handles:
+            h.remove()
+
+    def clipped_sum(self, forward: Callable[[], torch.Tensor], targets: torch.Tensor, *, group: int = 1,
+                    loss_fn: Callable[..., torch.Tensor] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+        """Run ``forward()`` (the model on the batch's rows), backpropagate the summed loss to the layers' outputs, and
+        add the sum over examples of each example's clipped gradient to every trainable parameter's ``summed_grad``.
+
+        ``group``: rows per example (augmult's copies sit next to each other): an example's gradient is the mean of its
+        rows' gradients, clipped once. Returns (the rows' mean loss, the examples' unclipped gradient norms)."""
+        loss_fn = loss_fn or (lambda logits, y: F.cross_entropy(logits.float(), y, reduction="sum"))
+        self._records = []
+        self._recording = True
+        try:
+            logits = forward()
+        finally:
+            self._recording = False
+        records, self._records = self._records, []
+        if len({id(m) for m, _, _ in records}) != len(records):
+            raise ConfigError("grad_sample_mode=bk is not allowed for this model: a layer is called twice in one "
+                              "forward pass; use hooks or functorch (Opacus)")
+        rows = logits.shape[0]
+        loss = loss_fn(logits, targets)
+        if rows == 0 or not records:
+            return loss.detach() / max(rows, 1), torch.zeros(0)
+        grads = torch.autograd.grad(loss, [out for _, _, out in records])
+        n = rows // group
+        scale = 1.0 / group
+        plans = [_layer_plan(m, a, g.detach(), n, group, scale) for (m, a, _), g in zip(records, grads)]
+        sq = torch.zeros(n, dtype=torch.float32, device=logits.device)
+        for plan in plans:
+            sq += plan.squared_norms()
+        norms = sq.sqrt()
+        factor = (self.max_grad_norm / (norms + 1e-6)).clamp(max=1.0)
+        for plan in plans:
+            plan.add_clipped_sum(factor)
+        return loss.detach() / rows, norms
+
+
+class _Plan:
+    """One layer's per-example norms and clipped sum from its input and output gradient."""
+
+    def squared_norms(self) -> torch.Tensor:
+        raise NotImplementedError
+
+    def add_clipped_sum(self, factor: torch.Tensor) -> None:
+        raise NotImplementedError
+
+
+def _accumulate(p: torch.Tensor | None, value: torch.Tensor) -> None:
+    if p is None or not p.requires_grad:
+        return
+    value = value.to(p.dtype).view_as(p)
+    if getattr(p, "summed_grad", None) is None:
+        p.summed_grad = value
+    else:
+        p.summed_grad = p.summed_grad + value
+
+
+class _Dense(_Plan):
+    """Linear and Conv2d as a matrix product per example: g_i (T, p) and a_i (T, d) (a conv's input unfolded)."""
+
+    def __init__(self, weight, bias, a: torch.Tensor, g: torch.Tensor, write_weight: Callable[[torch.Tensor], None]):
+        self.weight, self.bias, self.a, self.g = weight, bias, a, g
+        self.write_weight = write_weight
+        n, t, d = a.shape
+        p = g.shape[2]
+        self.instantiate = t > 1 and t * t * (d + p) > t * d * p
+        self.per_example = torch.bmm(g.transpose(1, 2), a) if self.instantiate else None  # (n, p, d)
+        self.bias_rows = g.sum(dim=1) if bias is not None and bias.requires_grad else None  # (n, p)
+
+    def squared_norms(self) -> torch.Tensor:
+        a, g = self.a, self.g
+        out = torch.zeros(a.shape[0], dtype=torch.float32, device=a.device)
+        if self.weight.requires_grad:
+            if self.per_example is not None:
+                out += self.per_example.float().pow(2).sum(dim=(1, 2))
+            elif a.shape[1] == 1:
+                out += a.float().pow(2).sum(dim=(1, 2)) * g.float().pow(2).sum(dim=(1, 2))
+            else:
+                aa = torch.bmm(a.float(), a.float().transpose(1, 2))
+                gg = torch.bmm(g.float(), g.float().transpose(1, 2))
+                out += (aa * gg).sum(dim=(1, 2))
+        if self.bias_rows is not None:
+            out += self.bias_rows.float().pow(2).sum(dim=1)
+        return out
+
+    def add_clipped_sum(self, factor: torch.Tensor) -> None:
+        if self.weight.requires_grad:
+            if self.per_example is not None:
+                w = (factor.to(self.per_example.dtype) @ self.per_example.flatten(1)).view_as(self.per_example[0])
+                self.write_weight(w)
+            else:  # one ordinary weight-gradient product on the output gradients scaled by each example's factor
+                self.write_weight(None, self.g * factor.to(self.g.dtype)[:, None, None])
+        if self.bias_rows is not None:
+            _accumulate(self.bias, factor.to(self.bias_rows.dtype) @ self.bias_rows)
+
+
+def _layer_plan(module: nn.Module, a: torch.Tensor, g: torch.Tensor, n: int, group: int, scale: float) -> _Plan:
+    if scale != 1.0:
+        g = g * scale  # an example's gradient is the mean over its rows
+    if isinstance(module, nn.Linear):
+        a3 = a.reshape(n, -1, a.shape[-1])
+        g3 = g.reshape(n, -1, g.shape[-1])
+
+        def write(w=None, gs=None):
+            _accumulate(module.weight, w if w is not None else gs.flatten(0, 1).t() @ a3.flatten(0, 1))
+
+        return _Dense(module.weight, module.bias, a3, g3, write)
+    if isinstance(module, nn.Conv2d):
+        return _conv_plan(module, a, g, n)
+    if isinstance(module, nn.GroupNorm):
+        return _GroupNorm(module, a, g, n)
+    raise ConfigError(f"grad_sample_mode=bk cannot clip {type(module).__name__}")  # unreachable: refused up front
+
+
+def _conv_plan(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, n: int) -> _Plan:
+    if module.padding_mode != "zeros":
+        raise ConfigError("grad_sample_mode=bk needs zero padding in every convolution; use hooks or functorch")
+    groups = module.groups
+    kh, kw = module.kernel_size
+    padding = module.padding
+    if padding == "same":
+        padding = tuple((module.dilation[i] * (module.kernel_size[i] - 1)) // 2 for i in range(2))
+    elif padding == "valid":
+        padding = (0, 0)
+    rows = a.shape[0]
+    cols = F.unfold(a, (kh, kw), dilation=module.dilation, padding=padding, stride=module.stride)  # (rows, C k k, L)
+    out_c = g.shape[1]
+    gl = g.reshape(rows, out_c, -1)  # (rows, out, L)
+    if groups == 1:
+        a3 = cols.transpose(1, 2).reshape(n, -1, cols.shape[1])  # (n, rows/n * L, C k k)
+        g3 = gl.transpose(1, 2).reshape(n, -1, out_c)
+
+        def write(w=None, gs=None):
+            if w is not None:
+                _accumulate(module.weight, w)
+            else:  # one ordinary weight-gradient product on the scaled output gradients
+                gs_rows = gs.reshape(rows, -1, out_c).transpose(1, 2).reshape_as(g)
+                _accumulate(module.weight, torch.nn.grad.conv2d_weight(
+                    a, module.weight.shape, gs_rows, stride=module.stride, padding=padding, dilation=module.dilation,
+                    groups=groups))
+
+        return _Dense(module.weight, module.bias, a3, g3, write)
+    return _GroupedConv(module, cols, gl, n, groups)
+
+
+class _GroupedConv(_Plan):
+    """A grouped convolution: per-example gradients instantiated group by group."""
+
+    def __init__(self, module: nn.Conv2d, cols: torch.Tensor, gl: torch.Tensor, n: int, groups: int):
+        rows, ckk, length = cols.shape
+        out_c = gl.shape[1]
+        c = cols.reshape(n, rows // n, groups, ckk // groups, length).permute(0, 2, 3, 1, 4).flatten(3)
+        gg = gl.reshape(n, rows // n, groups, out_c // groups, length).permute(0, 2, 3, 1, 4).flatten(3)
+        self.per_example = torch.einsum("ngol,ngkl->ngok", gg, c)  # (n, groups, out/groups, ckk/groups)
+        self.module, self.bias_rows = module, gl.reshape(n, rows // n, out_c, length).sum(dim=(1, 3))
+
+    def squared_norms(self) -> torch.Tensor:
+        out = self.per_example.float().pow(2).sum(dim=(1, 2, 3)) if self.module.weight.requires_grad else 0
+        if self.module.bias is not None and self.module.bias.requires_grad:
+            out = out + self.bias_rows.float().pow(2).sum(dim=1)
+        return out
+
+    def add_clipped_sum(self, factor: torch.Tensor) -> None:
+        if self.module.weight.requires_grad:
+            _accumulate(self.module.weight, torch.einsum("n,ngok->ngok", factor, self.per_example).sum(0))
+        if self.module.bias is not None and self.module.bias.requires_grad:
+            _accumulate(self.module.bias, (factor[:, None] * self.bias_rows).sum(0))
+
+
+class _GroupNorm(_Plan):
+    """GroupNorm: per-example weight gradient sum over positions of g * x_hat, bias gradient sum of g."""
+
+    def __init__(self, module: nn.GroupNorm, a: torch.Tensor, g: torch.Tensor, n: int):
+        with torch.no_grad():
+            xhat = F.group_norm(a.float(), module.num_groups, None, None, module.eps)
+        rows, ch = a.shape[0], a.shape[1]
+        gf = g.float().reshape(n, rows // n, ch, -1)
+        self.module = module
+        self.dw = (gf * xhat.reshape(n, rows // n, ch, -1)).sum(dim=(1, 3)) if module.affine else None
+        self.db = gf.sum(dim=(1, 3)) if module.affine else None
+
+    def squared_norms(self) -> torch.Tensor:
+        out = 0
+        if self.module.weight is not None and self.module.weight.requires_grad:
+            out = out + self.dw.pow(2).sum(dim=1)
+        if self.module.bias is not None and self.module.bias.requires_grad:
+            out = out + self.db.pow(2).sum(dim=1)
+        return out
+
+    def add_clipped_sum(self, factor: torch.Tensor) -> None:
+        if self.module.weight is not None and self.module.weight.requires_grad:
+            _accumulate(self.module.weight, (factor[:, None] * self.dw).sum(0))
+        if self.module.bias is not None and self.module.bias.requires_grad:
+            _accumulate(self.module.bias, (factor[:, None] * self.db).sum(0))
+
+
+class BKOptimizer:
+    """The user's optimizer behind DP-SGD's noise: ``step`` sets each parameter's gradient to (its clipped sum +
+    N(0, (sigma C)^2)) / expected batch size and steps the optimizer. The attributes mirror Opacus' DPOptimizer."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, *, noise_multiplier: float, max_grad_norm: float,
+                 expected_batch_size: int, secure_mode: bool = False, generator: torch.Generator | None = None):
+        self.original_optimizer = optimizer
+        self.noise_multiplier = noise_multiplier
+        self.max_grad_norm = max_grad_norm
+        self.expected_batch_size = expected_batch_size
+        self.secure_mode = secure_mode
+        self.generator = generator
+        self._skip = False
+
+    @property
+    def param_groups(self):
+        return self.original_optimizer.param_groups
+
+    @property
+    def defaults(self):
+        return self.original_optimizer.defaults
+
+    def state_dict(self) -> dict[str, Any]:
+        return self.original_optimizer.state_dict()
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        self.original_optimizer.load_state_dict(state)
+
+    def _params(self):
+        for group in self.param_groups:
+            for p in group["params"]:
+                if p.requires_grad:
+                    yield p
+
+    def zero_grad(self, set_to_none: bool = True) -> None:
+        """Clears the gradients; the clipped sum is kept while a step is being skipped (micro-batches)."""
+        self.original_optimizer.zero_grad(set_to_none=set_to_none)
+        if not self._skip:
+            for p in self._params():
+                p.summed_grad = None
+
+    def signal_skip_step(self, do_skip: bool = True) -> None:
+        self._skip = do_skip
+
+    def step(self, closure=None):
+        if self._skip:
+            self._skip = False
+            return None
+        from opacus.optimizers.optimizer import _generate_noise
+
+        std = self.noise_multiplier * self.max_grad_norm
+        for p in self._params():
+            summed = getattr(p, "summed_grad", None)
+            if summed is None:
+                summed = torch.zeros_like(p)
+            noise = _generate_noise(std=std, reference=summed, generator=self.generator, secure_mode=self.secure_mode)
+            p.grad = ((summed + noise) / self.expected_batch_size).to(p.dtype)
+            p.summed_grad = None
+        return self.original_optimizer.step(closure)

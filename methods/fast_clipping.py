@@ -126,56 +126,71 @@ def _accumulate(p: torch.Tensor | None, value: torch.Tensor) -> None:
         p.summed_grad = p.summed_grad + value
 
 
-class _Dense(_Plan):
-    """Linear and Conv2d as a matrix product per example: g_i (T, p) and a_i (T, d) (a conv's input unfolded)."""
+def _squared(t: torch.Tensor) -> torch.Tensor:
+    """Per-row squared Euclidean norms of (n, ...) in float32."""
+    return torch.linalg.vector_norm(t.flatten(1).float(), dim=1).pow(2)
 
-    def __init__(self, weight, bias, a: torch.Tensor, g: torch.Tensor, write_weight: Callable[[torch.Tensor], None]):
-        self.weight, self.bias, self.a, self.g = weight, bias, a, g
-        self.write_weight = write_weight
-        n, t, d = a.shape
-        p = g.shape[2]
-        self.instantiate = t > 1 and t * t * (d + p) > t * d * p
-        self.per_example = torch.bmm(g.transpose(1, 2), a) if self.instantiate else None  # (n, p, d)
-        self.bias_rows = g.sum(dim=1) if bias is not None and bias.requires_grad else None  # (n, p)
+
+class _Instantiated(_Plan):
+    """A layer whose per-example weight gradients (n, ...) are formed (cheaper than the ghost norm here)."""
+
+    def __init__(self, weight, bias, per_example: torch.Tensor | None, bias_rows: torch.Tensor | None):
+        self.weight, self.bias, self.per_example, self.bias_rows = weight, bias, per_example, bias_rows
 
     def squared_norms(self) -> torch.Tensor:
-        a, g = self.a, self.g
-        out = torch.zeros(a.shape[0], dtype=torch.float32, device=a.device)
-        if self.weight.requires_grad:
-            if self.per_example is not None:
-                out += self.per_example.float().pow(2).sum(dim=(1, 2))
-            elif a.shape[1] == 1:
-                out += a.float().pow(2).sum(dim=(1, 2)) * g.float().pow(2).sum(dim=(1, 2))
-            else:
-                aa = torch.bmm(a.float(), a.float().transpose(1, 2))
-                gg = torch.bmm(g.float(), g.float().transpose(1, 2))
-                out += (aa * gg).sum(dim=(1, 2))
+        out = 0
+        if self.per_example is not None:
+            out = out + _squared(self.per_example)
         if self.bias_rows is not None:
-            out += self.bias_rows.float().pow(2).sum(dim=1)
+            out = out + _squared(self.bias_rows)
         return out
 
     def add_clipped_sum(self, factor: torch.Tensor) -> None:
-        if self.weight.requires_grad:
-            if self.per_example is not None:
-                w = (factor.to(self.per_example.dtype) @ self.per_example.flatten(1)).view_as(self.per_example[0])
-                self.write_weight(w)
-            else:  # one ordinary weight-gradient product on the output gradients scaled by each example's factor
-                self.write_weight(None, self.g * factor.to(self.g.dtype)[:, None, None])
+        if self.per_example is not None:
+            _accumulate(self.weight, factor.to(self.per_example.dtype) @ self.per_example.flatten(1))
         if self.bias_rows is not None:
             _accumulate(self.bias, factor.to(self.bias_rows.dtype) @ self.bias_rows)
+
+
+class _Ghost(_Plan):
+    """A layer as g_i (T, p) times a_i (T, d) per example (a conv's input unfolded): the norm from the two Gram
+    matrices (or, for T = 1, the product of the two norms), the clipped sum as one weight-gradient product on the
+    output gradients scaled by each example's factor (``write_weight``)."""
+
+    def __init__(self, weight, bias, a3: torch.Tensor | None, g3: torch.Tensor, write_weight, bias_rows):
+        self.weight, self.bias, self.a3, self.g3, self.write_weight = weight, bias, a3, g3, write_weight
+        self.bias_rows = bias_rows
+
+    def squared_norms(self) -> torch.Tensor:
+        a, g = self.a3, self.g3
+        out = 0
+        if a is not None:
+            if a.shape[1] == 1:
+                out = out + _squared(a) * _squared(g)
+            else:
+                aa = torch.bmm(a.float(), a.float().transpose(1, 2))
+                gg = torch.bmm(g.float(), g.float().transpose(1, 2))
+                out = out + (aa * gg).sum(dim=(1, 2))
+        if self.bias_rows is not None:
+            out = out + _squared(self.bias_rows)
+        return out
+
+    def add_clipped_sum(self, factor: torch.Tensor) -> None:
+        if self.a3 is not None:
+            self.write_weight(factor)
+        if self.bias_rows is not None:
+            _accumulate(self.bias, factor.to(self.bias_rows.dtype) @ self.bias_rows)
+
+
+def _trains(p) -> bool:
+    return p is not None and p.requires_grad
 
 
 def _layer_plan(module: nn.Module, a: torch.Tensor, g: torch.Tensor, n: int, group: int, scale: float) -> _Plan:
     if scale != 1.0:
         g = g * scale  # an example's gradient is the mean over its rows
     if isinstance(module, nn.Linear):
-        a3 = a.reshape(n, -1, a.shape[-1])
-        g3 = g.reshape(n, -1, g.shape[-1])
-
-        def write(w=None, gs=None):
-            _accumulate(module.weight, w if w is not None else gs.flatten(0, 1).t() @ a3.flatten(0, 1))
-
-        return _Dense(module.weight, module.bias, a3, g3, write)
+        return _linear_plan(module, a, g, n)
     if isinstance(module, nn.Conv2d):
         return _conv_plan(module, a, g, n)
     if isinstance(module, nn.GroupNorm):
@@ -183,59 +198,57 @@ def _layer_plan(module: nn.Module, a: torch.Tensor, g: torch.Tensor, n: int, gro
     raise ConfigError(f"grad_sample_mode=bk cannot clip {type(module).__name__}")  # unreachable: refused up front
 
 
+def _linear_plan(module: nn.Linear, a: torch.Tensor, g: torch.Tensor, n: int) -> _Plan:
+    a3 = a.reshape(n, -1, a.shape[-1])  # (n, T, d): T = the rows per example times any sequence positions
+    g3 = g.reshape(n, -1, g.shape[-1])
+    t, d, p = a3.shape[1], a3.shape[2], g3.shape[2]
+    bias_rows = g3.sum(dim=1) if _trains(module.bias) else None
+    if not _trains(module.weight):
+        return _Instantiated(module.weight, module.bias, None, bias_rows)
+    if t > 1 and t * t * (d + p) > t * d * p:
+        return _Instantiated(module.weight, module.bias, torch.bmm(g3.transpose(1, 2), a3), bias_rows)
+
+    def write(factor):
+        gs = g3 * factor.to(g3.dtype)[:, None, None]
+        _accumulate(module.weight, gs.flatten(0, 1).t() @ a3.flatten(0, 1))
+
+    return _Ghost(module.weight, module.bias, a3, g3, write, bias_rows)
+
+
 def _conv_plan(module: nn.Conv2d, a: torch.Tensor, g: torch.Tensor, n: int) -> _Plan:
+    """Instantiated per-example gradients as one convolution-weight gradient with the batch as groups (no unfolding),
+    or the ghost norm from the unfolded input, whichever costs fewer operations for this layer's shapes."""
     if module.padding_mode != "zeros":
         raise ConfigError("grad_sample_mode=bk needs zero padding in every convolution; use hooks or functorch")
-    groups = module.groups
-    kh, kw = module.kernel_size
     padding = module.padding
     if padding == "same":
         padding = tuple((module.dilation[i] * (module.kernel_size[i] - 1)) // 2 for i in range(2))
     elif padding == "valid":
         padding = (0, 0)
-    rows = a.shape[0]
-    cols = F.unfold(a, (kh, kw), dilation=module.dilation, padding=padding, stride=module.stride)  # (rows, C k k, L)
-    out_c = g.shape[1]
-    gl = g.reshape(rows, out_c, -1)  # (rows, out, L)
-    if groups == 1:
-        a3 = cols.transpose(1, 2).reshape(n, -1, cols.shape[1])  # (n, rows/n * L, C k k)
-        g3 = gl.transpose(1, 2).reshape(n, -1, out_c)
+    rows, groups, out_c = a.shape[0], module.groups, g.shape[1]
+    per = rows // n
+    t = per * g.shape[2] * g.shape[3]  # output positions per example
+    d = a.shape[1] // groups * module.kernel_size[0] * module.kernel_size[1]
+    p = out_c // groups
+    bias_rows = g.reshape(n, per, out_c, -1).sum(dim=(1, 3)) if _trains(module.bias) else None
+    if not _trains(module.weight):
+        return _Instantiated(module.weight, module.bias, None, bias_rows)
+    conv = {"stride": module.stride, "padding": padding, "dilation": module.dilation}
+    if groups > 1 or t * t * (d + p * groups) > t * d * p * groups:
+        w = module.weight.shape
+        per_row = torch.nn.grad.conv2d_weight(a.reshape(1, -1, *a.shape[2:]), (rows * w[0], *w[1:]),
+                                              g.reshape(1, -1, *g.shape[2:]), groups=rows * groups, **conv)
+        per_example = per_row.view(n, per, *w).sum(dim=1) if per > 1 else per_row.view(rows, *w)
+        return _Instantiated(module.weight, module.bias, per_example, bias_rows)
+    cols = F.unfold(a, module.kernel_size, **conv)  # (rows, C k k, L)
+    a3 = cols.transpose(1, 2).reshape(n, -1, cols.shape[1])
+    g3 = g.reshape(rows, out_c, -1).transpose(1, 2).reshape(n, -1, out_c)
 
-        def write(w=None, gs=None):
-            if w is not None:
-                _accumulate(module.weight, w)
-            else:  # one ordinary weight-gradient product on the scaled output gradients
-                gs_rows = gs.reshape(rows, -1, out_c).transpose(1, 2).reshape_as(g)
-                _accumulate(module.weight, torch.nn.grad.conv2d_weight(
-                    a, module.weight.shape, gs_rows, stride=module.stride, padding=padding, dilation=module.dilation,
-                    groups=groups))
+    def write(factor):
+        scaled = g * factor.to(g.dtype).repeat_interleave(per)[:, None, None, None]
+        _accumulate(module.weight, torch.nn.grad.conv2d_weight(a, module.weight.shape, scaled, groups=groups, **conv))
 
-        return _Dense(module.weight, module.bias, a3, g3, write)
-    return _GroupedConv(module, cols, gl, n, groups)
-
-
-class _GroupedConv(_Plan):
-    """A grouped convolution: per-example gradients instantiated group by group."""
-
-    def __init__(self, module: nn.Conv2d, cols: torch.Tensor, gl: torch.Tensor, n: int, groups: int):
-        rows, ckk, length = cols.shape
-        out_c = gl.shape[1]
-        c = cols.reshape(n, rows // n, groups, ckk // groups, length).permute(0, 2, 3, 1, 4).flatten(3)
-        gg = gl.reshape(n, rows // n, groups, out_c // groups, length).permute(0, 2, 3, 1, 4).flatten(3)
-        self.per_example = torch.einsum("ngol,ngkl->ngok", gg, c)  # (n, groups, out/groups, ckk/groups)
-        self.module, self.bias_rows = module, gl.reshape(n, rows // n, out_c, length).sum(dim=(1, 3))
-
-    def squared_norms(self) -> torch.Tensor:
-        out = self.per_example.float().pow(2).sum(dim=(1, 2, 3)) if self.module.weight.requires_grad else 0
-        if self.module.bias is not None and self.module.bias.requires_grad:
-            out = out + self.bias_rows.float().pow(2).sum(dim=1)
-        return out
-
-    def add_clipped_sum(self, factor: torch.Tensor) -> None:
-        if self.module.weight.requires_grad:
-            _accumulate(self.module.weight, torch.einsum("n,ngok->ngok", factor, self.per_example).sum(0))
-        if self.module.bias is not None and self.module.bias.requires_grad:
-            _accumulate(self.module.bias, (factor[:, None] * self.bias_rows).sum(0))
+    return _Ghost(module.weight, module.bias, a3, g3, write, bias_rows)
 
 
 class _GroupNorm(_Plan):
@@ -252,10 +265,10 @@ class _GroupNorm(_Plan):
 
     def squared_norms(self) -> torch.Tensor:
         out = 0
-        if self.module.weight is not None and self.module.weight.requires_grad:
-            out = out + self.dw.pow(2).sum(dim=1)
-        if self.module.bias is not None and self.module.bias.requires_grad:
-            out = out + self.db.pow(2).sum(dim=1)
+        if _trains(self.module.weight):
+            out = out + _squared(self.dw)
+        if _trains(self.module.bias):
+            out = out + _squared(self.db)
         return out
 
     def add_clipped_sum(self, factor: torch.Tensor) -> None:

@@ -161,3 +161,37 @@ def test_bk_refuses_a_layer_it_cannot_clip():
                                           r"\(Embedding\)"):
         m.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1),
                   TrainingSetup(spec=SPEC, train_size=N_TRAIN, num_classes=2, device="cpu"))
+
+
+@pytest.mark.parametrize("augmult", [0, 2])
+def test_bk_on_strided_grouped_dilated_convolutions(augmult, monkeypatch):
+    """Layers no registered model has (groups, stride, dilation, 'same' padding, a Linear on a sequence), both of
+    the per-layer choices (instantiated and ghost), with and without augmult's copies."""
+    import inputdp.methods.dpsgd as dpsgd
+
+    torch.manual_seed(6)
+
+    class Seq(nn.Module):  # a Linear applied to every position of a (B, L, d) sequence: the ghost-norm Gram path
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Sequential(nn.Conv2d(3, 6, 3, stride=2, groups=3), nn.GroupNorm(2, 6), nn.Tanh(),
+                                      nn.Conv2d(6, 8, 3, padding="same", dilation=2), nn.ReLU(),
+                                      nn.Conv2d(8, 64, 5, stride=2))
+            self.seq = nn.Linear(64, 32)  # 4 positions: ghost norm (16 x 96) beats instantiating (4 x 64 x 32)
+            self.head = nn.Linear(32, 10)
+
+        def forward(self, x):
+            h = self.conv(x).flatten(2).transpose(1, 2)  # (B, L, 64)
+            return self.head(torch.tanh(self.seq(h)).mean(dim=1))
+
+    base = Seq()
+    x, y = torch.randn(4, 3, 16, 16), torch.randint(0, 10, (4,))
+    if augmult:
+        copies = x.repeat_interleave(augmult, dim=0) + 0.1 * torch.randn(4 * augmult, 3, 16, 16)
+        monkeypatch.setattr(dpsgd, "augment_copies", lambda *_a, **_k: copies)
+        expected = reference_update(base, copies, y.repeat_interleave(augmult), 0.05, group=augmult)
+        got = bk_update(base, x, y, 0.05, augmult=augmult)
+    else:
+        expected = reference_update(base, x, y, 0.05)
+        got = bk_update(base, x, y, 0.05)
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5 * float(expected.abs().max()))

@@ -160,9 +160,10 @@ class DPSGD(SubsampledGaussianMethod):
         mode = o["grad_sample_mode"]
         if mode == "auto":  # the model registry's measured fastest mode for this model
             mode = setup.grad_sample_mode
-            if mode == "ghost" and (self.amp != "none" or o["augmult"] or o["weight_standardisation"]
-                                    or o["micro_batch"]):
-                mode = "hooks"  # ghost norms would be taken in bf16 (see check_amp); augmult needs the gradients
+            if mode in ("ghost", "bk") and (self.amp != "none" or o["weight_standardisation"]):
+                mode = "hooks"  # the norms would be taken in bf16 (see check_amp); a standardised weight is no product
+            if mode == "ghost" and (o["augmult"] or o["micro_batch"]):
+                mode = "hooks"  # Opacus' ghost clipping never forms the per-example gradients augmult averages
         # the augmentations' own stream, drawn from the run's seeded generator (same seed, same copies)
         self._augmenter.manual_seed(int(torch.randint(0, 2**62, (1,))))
         if o["ema"]:

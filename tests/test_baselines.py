@@ -48,7 +48,7 @@ def test_prv_accountant_option():
     assert cal.noise["noise_multiplier"] < rdp  # PRV is the tighter accountant: less noise for the same budget
 
 
-@pytest.mark.parametrize("mode", ["hooks", "functorch", "ghost"])
+@pytest.mark.parametrize("mode", ["hooks", "functorch", "ghost", "bk"])
 def test_dpsgd_noise_std_on_zero_signal(mode):
     """Zero per-example gradients: the update is pure noise with std sigma * C / expected batch size."""
     torch.manual_seed(0)
@@ -123,7 +123,8 @@ def test_claims_state_what_they_cover():
 
 @pytest.mark.parametrize("model_name", ["small_cnn", "resnet9"])
 def test_grad_sample_modes_agree_without_noise(model_name):
-    """hooks, functorch and ghost clipping give the same clipped update: any of them is a valid default."""
+    """hooks, functorch, ghost clipping and book-keeping give the same clipped update: any of them is a valid
+    default."""
     import copy
 
     torch.manual_seed(0)
@@ -131,7 +132,7 @@ def test_grad_sample_modes_agree_without_noise(model_name):
     base = build_model(model_name, num_classes=10, channels=channels, size=28, norm="group", width=8)
     x, y = torch.randn(12, channels, 28, 28), torch.randint(0, 10, (12,))
     updates = {}
-    for mode in ("hooks", "functorch", "ghost"):
+    for mode in ("hooks", "functorch", "ghost", "bk"):
         model = copy.deepcopy(base)
         m = DPSGD(grad_sample_mode=mode, max_grad_norm=0.1)
         m.calibrate(SPEC)
@@ -141,11 +142,11 @@ def test_grad_sample_modes_agree_without_noise(model_name):
         m.train_step(module, opt, x, y)
         updates[mode] = torch.cat([p.grad.flatten() for p in module.parameters()])
     scale = float(updates["hooks"].abs().max())
-    for mode in ("functorch", "ghost"):
+    for mode in ("functorch", "ghost", "bk"):
         assert torch.allclose(updates[mode], updates["hooks"], atol=1e-5 * scale)
 
 
-@pytest.mark.parametrize("mode", ["hooks", "functorch", "ghost"])
+@pytest.mark.parametrize("mode", ["hooks", "functorch", "ghost", "bk"])
 def test_dpsgd_empty_batch_is_a_noise_only_step(mode):
     torch.manual_seed(0)
     model = build_model("small_cnn", num_classes=10, channels=1, size=28, norm="group", width=8)

@@ -184,10 +184,11 @@ def test_gpu_check_runs_at_a_smoke_size_on_the_cpu(tmp_path, capsys):
                 r = rows[(dataset, method, "", variant)]
                 assert r["epoch_s"] > 0 and r["examples_per_s"] > 0 and r["peak_memory_mb"] > 0
                 assert r["ratio_to_nonprivate"] > 0
-        for mode in ("hooks", "functorch", "ghost"):
+        for mode in ("hooks", "functorch", "ghost", "bk"):
             assert rows[(dataset, "dpsgd", mode, "fp32")]["dpsgd_over_dirichlet_softmax"] > 0
         assert rows[(dataset, "dpsgd", "hooks", "bf16")]["epoch_s"] > 0
         assert "ghost" in rows[(dataset, "dpsgd", "ghost", "bf16")]["refused"]
+        assert "bk" in rows[(dataset, "dpsgd", "bk", "bf16")]["refused"]
     assert result["steps"] == 3 and result["expected_batch_size"] == 8 and result["complete"] is True
 
 

@@ -111,11 +111,11 @@ def test_augmented_runs_keep_the_images_and_apply_the_frontend_per_step(method, 
 
 def test_the_scatter_models_are_registered_with_a_valid_gradient_mode():
     for name in ("scatter_linear", "scatter_cnn"):
-        assert MODELS.get(name).grad_sample_mode in ("hooks", "functorch", "ghost")
+        assert MODELS.get(name).grad_sample_mode in ("hooks", "functorch", "ghost", "bk")
 
 
 @pytest.mark.parametrize("name", ["scatter_linear", "scatter_cnn"])
-@pytest.mark.parametrize("mode", ["hooks", "ghost"])
+@pytest.mark.parametrize("mode", ["hooks", "ghost", "bk"])
 @pytest.mark.parametrize("inputs", ["features", "images"])
 def test_dpsgd_on_a_scatter_model_clips_each_examples_own_gradient(name, mode, inputs):
     """Without noise, DP-SGD's update on a scatter model is the sum of each example's gradient clipped to C, over

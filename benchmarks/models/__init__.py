@@ -14,9 +14,9 @@ from .common import Classifier, norm_layer
 @dataclass(frozen=True, kw_only=True)
 class ModelInfo(Entry):
     default_width: int
-    #: the fastest valid per-example-gradient mode (Opacus' hooks, functorch or ghost clipping) for this model,
-    #: measured with `bench speed` on the project's CPU machine (benchmarks/README.md, Performance); methods that clip
-    #: per-example gradients use it when asked for "auto"
+    #: the fastest valid per-example-gradient mode (the suite's book-keeping ``bk``, or Opacus' hooks, functorch or
+    #: ghost clipping) for this model, measured with `bench speed --variants` on the project's CPU machine
+    #: (benchmarks/README.md, Performance); methods that clip per-example gradients use it when asked for "auto"
     grad_sample_mode: str = "hooks"
     #: the first weight layer is dense on the flattened input (one weight per input coordinate); such a model is
     #: built with the data set's blank pixel value (``input_zero``) and can be audited with ``exclusive_support``
@@ -35,28 +35,28 @@ def register_model(info: ModelInfo, *, force: bool = False) -> ModelInfo:
 
 
 _M = "inputdp.benchmarks.models."
-register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", default_width=16, grad_sample_mode="ghost",
+register_model(ModelInfo(name="small_cnn", target=_M + "small_cnn:SmallCNN", default_width=16, grad_sample_mode="bk",
                          min_size=4, summary="two conv layers and a 64-unit hidden layer; trains on a CPU in minutes"))
-register_model(ModelInfo(name="mlp", target=_M + "mlp:MLP", default_width=512, grad_sample_mode="ghost",
+register_model(ModelInfo(name="mlp", target=_M + "mlp:MLP", default_width=512, grad_sample_mode="bk",
                          dense_input=True,
                          summary="two 512-unit dense ReLU layers on the flattened input (Abadi et al. 2016's kind)"))
-register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", default_width=16, grad_sample_mode="ghost", min_size=16,
+register_model(ModelInfo(name="tanh_cnn", target=_M + "tanh_cnn:TanhCNN", default_width=16, grad_sample_mode="bk", min_size=16,
                          summary="Papernot et al. 2021's MNIST CNN with tanh (tempered sigmoid) activations, 26k parameters"))
-register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16, grad_sample_mode="ghost", min_size=16,
+register_model(ModelInfo(name="relu_cnn", target=_M + "tanh_cnn:ReluCNN", default_width=16, grad_sample_mode="bk", min_size=16,
                          summary="the same CNN with ReLU: the activation comparison of Papernot et al. 2021"))
 register_model(ModelInfo(name="scatter_linear", target=_M + "scatternet:ScatterLinear", default_width=0,
-                         grad_sample_mode="ghost", min_size=4,
+                         grad_sample_mode="bk", min_size=4,
                          summary="Tramèr & Boneh 2021: fixed scattering features (kymatio), GroupNorm, one linear layer"))
 register_model(ModelInfo(name="scatter_cnn", target=_M + "scatternet:ScatterCNN", default_width=16,
-                         grad_sample_mode="ghost", min_size=4,
+                         grad_sample_mode="bk", min_size=4,
                          summary="Tramèr & Boneh 2021: fixed scattering features, GroupNorm, a small tanh CNN"))
-register_model(ModelInfo(name="wrn16_4", target=_M + "wrn:WRN16", default_width=4,
+register_model(ModelInfo(name="wrn16_4", grad_sample_mode="bk", target=_M + "wrn:WRN16", default_width=4,
                          summary="WRN-16-4 (pre-activation, GroupNorm), De et al. 2022's CIFAR-10 DP-SGD model, 2.7M"))
-register_model(ModelInfo(name="resnet18", target=_M + "resnets:ResNet18", default_width=64,
+register_model(ModelInfo(name="resnet18", grad_sample_mode="bk", target=_M + "resnets:ResNet18", default_width=64,
                          summary="ResNet-18 with the CIFAR stem (3x3 conv, no max-pool), 11M parameters"))
-register_model(ModelInfo(name="resnet9", target=_M + "resnets:ResNet9", default_width=64, min_size=8,
+register_model(ModelInfo(name="resnet9", grad_sample_mode="bk", target=_M + "resnets:ResNet9", default_width=64, min_size=8,
                          summary="ResNet-9 (Myrtle/Hoelzl et al. 2022), the paper's DermaMNIST model"))
-register_model(ModelInfo(name="inception_simple", target=_M + "inception:SimpleInception", default_width=32, min_size=4,
+register_model(ModelInfo(name="inception_simple", grad_sample_mode="bk", target=_M + "inception:SimpleInception", default_width=32, min_size=4,
                          summary="simplified Inception (Szegedy et al. 2015), the paper's MNIST model"))
 
 

@@ -96,7 +96,8 @@ def _add_executor_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--ray-address", help="a Ray cluster's address (default: start a local one)")
     p.add_argument("--cpus-per-run", type=float, default=1.0)
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="fractions allowed, e.g. 0.25")
-    p.add_argument("--workers", type=int, help="local Ray cluster size (CPUs) / SLURM array parallelism")
+    p.add_argument("--workers", type=int, help="local: runs at a time, each in its own process with cores/N threads "
+                   "(default 1); ray: the local cluster's CPUs; submitit: the SLURM array's parallelism")
     p.add_argument("--submitit-folder", default="submitit-logs")
     p.add_argument("--submitit-cluster", help="submitit cluster: slurm (default when available) or local")
 
@@ -109,7 +110,7 @@ def _executor_options(args: argparse.Namespace) -> dict[str, Any]:
         return {"folder": args.submitit_folder, "cluster": args.submitit_cluster,
                 "cpus_per_run": int(args.cpus_per_run), "gpus_per_run": int(args.gpus_per_run),
                 "parallel": args.workers or 2}
-    return {}
+    return {"workers": args.workers} if args.workers is not None else {}
 
 
 def _add_speed_flags(p: argparse.ArgumentParser) -> None:

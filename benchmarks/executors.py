@@ -1,6 +1,8 @@
 """Executors: where the pure run function executes. Nothing here changes what a run is.
 
-- ``local`` (default): one configuration after another, in this process.
+- ``local`` (default): one configuration after another, in this process; with ``workers=N`` (``--workers N``) N
+  configurations at a time in N spawned processes of cores/N threads each (runs x threads = cores), the sweep's
+  progress bar here. A run's metrics do not depend on where it ran (tests/test_parallel.py compares them).
 - ``ray``: each configuration a Ray task with declared resources, on a cluster (``--ray-address``) or a local
   one started for the sweep.
 - ``submitit``: a SLURM job array (``cluster="local"`` runs the same code as local processes, for tests).
@@ -38,18 +40,49 @@ def _progress(total: int, enabled: bool, desc: str):
     return tqdm(total=total, desc=desc, unit="run")
 
 
+@dataclass
 class LocalExecutor:
-    name = "local"
+    workers: int = 1
+    name: str = "local"
+
+    def __post_init__(self):
+        if not (isinstance(self.workers, int) and not isinstance(self.workers, bool) and self.workers >= 1):
+            raise ConfigError(f"--workers {self.workers!r} is not allowed: give an integer >= 1 (1: one run at a time)")
 
     def check_tracking_uri(self, uri: str | None) -> None:
         return None
 
     def map(self, configs: Sequence[RunConfig], *, run_one: RunOne, lost: Lost, perf: PerfFlags) -> Iterator[Any]:
+        if self.workers > 1 and len(configs) > 1:
+            yield from self._parallel(configs, run_one, lost, perf)
+            return
         bar = _progress(len(configs), perf.progress, "sweep")
         for config in configs:
             yield run_one(config)
             if bar is not None:
                 bar.update(1)
+        if bar is not None:
+            bar.close()
+
+    def threads_per_run(self, perf: PerfFlags) -> int:
+        """runs x threads = cores, unless --threads says otherwise."""
+        return perf.threads or max(1, (os.cpu_count() or 1) // self.workers)
+
+    def _parallel(self, configs, run_one, lost, perf):
+        """Each configuration in a spawned worker process (a fresh interpreter: no forked threads or CUDA state);
+        summaries in the order the runs finish; a worker that dies makes its configuration's summary ``lost``."""
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor, as_completed
+
+        workers = min(self.workers, len(configs))
+        threads = self.threads_per_run(perf)
+        bar = _progress(len(configs), perf.progress, f"sweep ({workers} processes x {threads} threads)")
+        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+            futures = {pool.submit(_worker_entry, run_one, c, threads): c for c in configs}
+            for future in as_completed(futures):
+                yield _result_or_failure(future.result, futures[future], lost)
+                if bar is not None:
+                    bar.update(1)
         if bar is not None:
             bar.close()
 
@@ -160,7 +193,7 @@ class SubmititExecutor(_Distributed):
 
 def get_executor(name: str, **options: Any):
     if name == "local":
-        return LocalExecutor()
+        return LocalExecutor(**options)
     if name == "ray":
         return RayExecutor(**options)
     if name == "submitit":

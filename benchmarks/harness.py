@@ -271,6 +271,9 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     params["calibration.order"] = p.calibration.order
     params["feature_dim"] = getattr(p.method.unwrap(p.model), "feature_dim", "")  # inside any wrapper (Opacus)
     params.update(p.perf.as_params())
+    # the intra-op threads the run's float reductions were split over: the same configuration on another count gives
+    # the same results to about 1e-7 per step, not bit for bit (tests/test_parallel.py)
+    params["perf.threads"] = torch.get_num_threads()
     params.update({f"method.{k}": v for k, v in p.method.describe().items()})
     tags = {
         names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,

@@ -224,13 +224,20 @@ def run_sweep(configs: Sequence[RunConfig], *, tracking_uri: str | None = None, 
     perf = perf or PerfFlags()
     runner = get_executor(executor, **(executor_options or {}))
     runner.check_tracking_uri(tracking_uri)
-    remote = executor != "local"
-    worker_perf = dataclasses.replace(perf, progress=False) if remote \
-        else perf
+    remote = executor != "local" or getattr(runner, "workers", 1) > 1
+    worker_perf = dataclasses.replace(perf, progress=False) if remote else perf
+    if executor == "local" and remote:
+        MLflowTracker(tracking_uri, experiment)  # the store and experiment made once, before the workers open them
     run_one = functools.partial(run_configuration, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf,
                                 skip_finished=skip_finished)
     lost = functools.partial(mark_lost_run, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf)
     outcome = SweepOutcome()
     for summary in runner.map(configs, run_one=run_one, lost=lost, perf=perf):
         outcome.add(summary)
+    def plain(c: RunConfig) -> str:  # a summary's config carries its data's fingerprint, the sweep's may not
+        return c.replace(data_fingerprint="").key()
+
+    order = {plain(c): i for i, c in enumerate(configs)}  # parallel runs finish in any order: report in the sweep's
+    for part in (outcome.ran, outcome.skipped, outcome.failed, outcome.elsewhere):
+        part.sort(key=lambda r: order.get(plain(r.config), len(order)))
     return outcome

@@ -12,9 +12,9 @@ from inputdp.benchmarks.errors import ConfigError
 
 from .accounting.calibration import InfeasibleTarget, calibrate_parameter
 from .accounting.gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
-from .accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
 from .accounting.pld import DESCRIPTION as PLD_DESCRIPTION
 from .accounting.pld import VALUE_INTERVAL as PLD_INTERVAL
+from .accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
 from .accounting.pld import library_version as pld_library_version
 from .base import Calibration, Method
 

@@ -56,7 +56,8 @@ register_model(ModelInfo(name="resnet18", grad_sample_mode="bk", target=_M + "re
                          summary="ResNet-18 with the CIFAR stem (3x3 conv, no max-pool), 11M parameters"))
 register_model(ModelInfo(name="resnet9", grad_sample_mode="bk", target=_M + "resnets:ResNet9", default_width=64, min_size=8,
                          summary="ResNet-9 (Myrtle/Hoelzl et al. 2022), the paper's DermaMNIST model"))
-register_model(ModelInfo(name="inception_simple", grad_sample_mode="bk", target=_M + "inception:SimpleInception", default_width=32, min_size=4,
+register_model(ModelInfo(name="inception_simple", grad_sample_mode="bk", target=_M + "inception:SimpleInception",
+                         default_width=32, min_size=4,
                          summary="simplified Inception (Szegedy et al. 2015), the paper's MNIST model"))
 
 

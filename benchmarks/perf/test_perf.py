@@ -67,8 +67,8 @@ def test_calibration_time(benchmark, figures, method, options, name):
     (Dirichlet's includes the per-example curve's bracket on the vectors, which every run logs)."""
     from inputdp.methods import create_method
     from inputdp.methods.accounting import per_example as pe
-    from inputdp.methods.dirichlet_softmax import calibrate_r
     from inputdp.methods.accounting.pld import gaussian_epsilon_pld
+    from inputdp.methods.dirichlet_softmax import calibrate_r
     from inputdp.methods.gaussian_accounting import noise_multiplier_for
 
     spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=256 / 60000, steps=2340)

@@ -77,12 +77,21 @@ class LocalExecutor:
         workers = min(self.workers, len(configs))
         threads = self.threads_per_run(perf)
         bar = _progress(len(configs), perf.progress, f"sweep ({workers} processes x {threads} threads)")
-        with ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn")) as pool:
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=multiprocessing.get_context("spawn"))
+        try:
             futures = {pool.submit(_worker_entry, run_one, c, threads): c for c in configs}
             for future in as_completed(futures):
                 yield _result_or_failure(future.result, futures[future], lost)
                 if bar is not None:
                     bar.update(1)
+        except BaseException:
+            # interrupted (Ctrl-C, SIGTERM, the consumer gone): the workers stop too, not after their runs; their
+            # RUNNING runs are reaped by the next sweep, as a killed serial sweep's are
+            for process in list(getattr(pool, "_processes", {}).values()):
+                process.terminate()
+            pool.shutdown(wait=False, cancel_futures=True)
+            raise
+        pool.shutdown()
         if bar is not None:
             bar.close()
 

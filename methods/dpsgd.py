@@ -92,7 +92,7 @@ class DPSGD(SubsampledGaussianMethod):
     option_defaults = {"max_grad_norm": 1.0, "accountant": "pld", "grad_sample_mode": "auto",
                        "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False,
                        "micro_batch": 0, "secure_mode": False}
-    variant_options = ("augmult", "ema", "weight_standardisation", "max_grad_norm")
+    variant_options = ("accountant", "augmult", "ema", "weight_standardisation", "max_grad_norm")
 
     def __init__(self, **options: Any):
         super().__init__(**options)

@@ -150,7 +150,7 @@ def test_the_accountant_is_part_of_a_runs_configuration_and_key():
     assert cpu.key() != paper.key() and cpu.match_key() == paper.match_key()
     gp = build_config(method="gaussian_penultimate", dataset="mnist", preset="cpu", epsilon=1.0, seed=0)
     dp = build_config(method="dpsgd", dataset="mnist", preset="cpu", epsilon=1.0, seed=0)
-    assert gp.method_options["accountant"] == "per_example" and dp.method_options["accountant"] == "rdp"
+    assert gp.method_options["accountant"] == "per_example" and dp.method_options["accountant"] == "pld"
     for method, accountant in (("dirichlet_softmax", "paper"), ("gaussian_penultimate", "rdp")):
         c = build_config(method=method, dataset="mnist", preset="paper", epsilon=1.0, seed=0)
         assert c.method_options["accountant"] == accountant

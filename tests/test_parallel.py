@@ -63,3 +63,62 @@ def test_threads_per_run_share_the_cores(monkeypatch):
     assert LocalExecutor(workers=2).threads_per_run(PerfFlags()) == 4
     assert LocalExecutor(workers=16).threads_per_run(PerfFlags()) == 1
     assert LocalExecutor(workers=2).threads_per_run(PerfFlags(threads=3)) == 3
+
+
+def _spawned_children(pid: int) -> list[int]:
+    """The worker processes a sweep spawned (from /proc: no psutil needed)."""
+    import os
+
+    out = []
+    for d in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{d}/stat") as f:
+                ppid = int(f.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{d}/cmdline", "rb") as f:
+                cmd = f.read().decode(errors="replace")
+        except (OSError, ValueError, IndexError):
+            continue
+        if ppid == pid and "spawn_main" in cmd:
+            out.append(int(d))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not __import__("os").path.isdir("/proc"), reason="reads /proc")
+def test_a_terminated_parallel_sweep_stops_its_workers(tmp_path):
+    """SIGTERM to `bench run --workers 2` ends the command (exit 143) and its worker processes with it."""
+    import os
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    args = [sys.executable, "-m", "inputdp.benchmarks.cli", "run", "--methods", "dpsgd,dirichlet_softmax",
+            "--dataset", "synthetic", "--preset", "smoke", "--epsilons", "1", "--epochs", "30", "--no-progress",
+            "--workers", "2", "--tracking-uri", f"sqlite:///{tmp_path / 'sweep.db'}"]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
+                            env={**os.environ, "INPUTDP_CACHE": str(tmp_path / "cache")})
+    try:
+        deadline = time.monotonic() + 120
+        workers: list[int] = []
+        while time.monotonic() < deadline and len(workers) < 2:
+            time.sleep(1)
+            workers = _spawned_children(proc.pid)
+        assert len(workers) == 2, "the workers did not start"
+        time.sleep(8)  # into their runs
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(60) == 143
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and any(_alive(w) for w in workers):
+            time.sleep(0.5)
+        assert not [w for w in workers if _alive(w)], "workers left running"
+    finally:
+        if proc.poll() is None:
+            proc.kill()

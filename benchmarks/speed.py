@@ -60,8 +60,8 @@ def measure(
     perf: PerfFlags | None = None, synthetic: bool = False, method_options: dict | None = None,
     variants: bool = False,
 ) -> SpeedResult:
-    """Each method's step (with ``variants``: once per option set it declares in ``speed_variants``, e.g. DP-SGD per
-    clipping mode, labelled ``dpsgd[grad_sample_mode=bk]``), timed interleaved against the reference."""
+    """Each method's step (with ``variants``: once per option set it declares in ``speed_variants``, labelled
+    ``METHOD[OPTION=VALUE]``), timed interleaved against the reference."""
     perf = perf or PerfFlags(progress=False)
     device = perf.resolve_device()
     reference = reference_method()

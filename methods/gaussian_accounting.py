@@ -13,6 +13,7 @@ from inputdp.benchmarks.errors import ConfigError
 from .accounting.calibration import InfeasibleTarget, calibrate_parameter
 from .accounting.gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from .accounting.pld import DESCRIPTION as PLD_DESCRIPTION
+from .accounting.pld import MAX_STEPS as PLD_MAX_STEPS
 from .accounting.pld import VALUE_INTERVAL as PLD_INTERVAL
 from .accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
 from .accounting.pld import library_version as pld_library_version
@@ -91,6 +92,9 @@ class SubsampledGaussianMethod(Method):
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         accountant = self.options["accountant"]
+        if accountant == "pld" and spec.steps > PLD_MAX_STEPS:
+            raise ConfigError(f"{self.name}: steps={spec.steps} is not allowed with accountant=pld: it composes at "
+                              f"most {PLD_MAX_STEPS:,} steps; use --option {self.name}.accountant=rdp")
         try:
             sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
                                          steps=spec.steps, accountant=accountant)

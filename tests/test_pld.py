@@ -111,3 +111,22 @@ def test_dpsgd_defaults_to_pld_with_less_noise_than_rdp_and_says_which():
     assert claim.accountant.startswith("pld (dp_accounting ") and claim.epsilon <= 1.0
     assert pld.epsilon_spent(2340) == pytest.approx(claim.epsilon)
     assert pld.epsilon_spent(1170) < claim.epsilon
+
+
+@pytest.mark.parametrize("epsilon,q,steps,needle", [
+    (1e-300, 256 / 60000, 2340, "infeasible"),  # RDP's floor, an upper bound on PLD's, refuses it
+    (0.05, 0.5, 1000, "infeasible"),
+])
+def test_pld_refuses_what_rdp_cannot_reach_in_one_line(epsilon, q, steps, needle):
+    from inputdp.methods.accounting.calibration import InfeasibleTarget
+
+    with pytest.raises(InfeasibleTarget, match=needle):
+        gaussian_noise_multiplier_pld(epsilon=epsilon, delta=1e-5, sampling_rate=q, steps=steps)
+
+
+def test_pld_refuses_more_steps_than_it_composes():
+    from inputdp.benchmarks.errors import ConfigError
+
+    spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=200_000)
+    with pytest.raises(ConfigError, match="steps=200000 is not allowed with accountant=pld"):
+        DPSGD().calibrate(spec)

@@ -18,11 +18,13 @@ from __future__ import annotations
 import functools
 import math
 
-from .calibration import calibrate_parameter
+from .calibration import InfeasibleTarget, calibrate_parameter
 from .gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_noise_multiplier_rdp
 
 #: the width of the privacy-loss grid (dp_accounting's ``value_discretization_interval``)
 VALUE_INTERVAL = 1e-3
+#: the most steps the PLD is composed over (beyond, its support and time grow without a useful answer: use rdp)
+MAX_STEPS = 10**5
 #: the relative tolerance on sigma of the calibration (the answer still meets the target exactly)
 SIGMA_RTOL = 2e-4
 
@@ -63,16 +65,19 @@ def gaussian_noise_multiplier_pld(*, epsilon: float, delta: float, sampling_rate
         return gaussian_epsilon_pld(noise_multiplier=sigma, sampling_rate=sampling_rate, steps=steps, delta=delta)
 
     what = f"the subsampled Gaussian (pld) at q={sampling_rate:g}, T={steps}, delta={delta:g}"
-    try:
-        # RDP's sigma is safe for PLD (never a larger epsilon at the same sigma), and PLD's lies within a few tens of
-        # percent below it at useful budgets: a bracket that saves the walk's evaluations at small sigma (the costly
-        # ones)
-        rdp = gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
-    except ValueError:  # RDP cannot meet it (InfeasibleTarget is a ValueError): search the whole range
-        rdp = None
+    # RDP's sigma is safe for PLD (never a larger epsilon at the same sigma), and PLD's lies within a few tens of
+    # percent below it at useful budgets: a bracket that saves the walk's evaluations at small sigma (the costly ones).
+    # A target RDP cannot meet within sigma <= 1e6 is refused with RDP's floor (an upper bound on PLD's): PLD could
+    # reach some of them only where delta alone covers the distance (epsilon 0 at sigma ~ 4e5 for the cpu preset's
+    # (q, T)), which is no training.
+    rdp = gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
+    if eps_of(rdp) > epsilon:  # tiny targets: the grid's pessimism exceeds RDP's slack; refuse fast, say what works
+        err = InfeasibleTarget(epsilon, eps_of(rdp), what)
+        err.args = (f"epsilon={epsilon:g} is too small for the PLD's grid ({VALUE_INTERVAL:g}) at {what[27:]}: "
+                    "use accountant=rdp",)
+        raise err
     return calibrate_parameter(eps_of, epsilon, low=MIN_SIGMA, high=MAX_SIGMA, increasing=False, what=what,
-                               start=rdp or 1.0, bracket=(0.8 * rdp, rdp) if rdp else None, xtol=1e-6,
-                               rtol=SIGMA_RTOL)
+                               start=rdp, bracket=(0.8 * rdp, rdp), xtol=1e-6, rtol=SIGMA_RTOL)
 
 
 def library_version() -> str:

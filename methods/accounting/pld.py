@@ -80,6 +80,7 @@ def gaussian_noise_multiplier_pld(*, epsilon: float, delta: float, sampling_rate
                                start=rdp, bracket=(0.8 * rdp, rdp), xtol=1e-6, rtol=SIGMA_RTOL)
 
 
+@functools.cache  # read once per process: every claim and calibration names it
 def library_version() -> str:
     """dp_accounting's version: part of the accounting's identity (a changed library reruns, never reuses)."""
     from importlib.metadata import version

@@ -15,7 +15,7 @@ from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.harness import prepare, run
-from inputdp.benchmarks.sampling import poisson_batches, poisson_indices, poisson_indices_by_coins
+from inputdp.benchmarks.sampling import batch_generator, poisson_batches, poisson_indices, poisson_indices_by_coins
 from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
 
@@ -159,12 +159,41 @@ def test_both_samplers_draw_bernoulli_inclusions(sampler):
     assert abs(chi2 - n) < 6 * math.sqrt(2 * n)
 
 
-def test_the_device_generator_path_is_taken_for_a_device_generator():
-    g = torch.Generator().manual_seed(0)
-    cpu = list(poisson_batches(1000, 0.1, 3, g))
-    g2 = torch.Generator().manual_seed(0)
-    coins = [poisson_indices_by_coins(1000, 0.1, g2) for _ in range(3)]
-    assert not all(torch.equal(a, b) for a, b in zip(cpu, coins))  # two samplers, as documented
+def test_the_device_generator_path_is_taken_for_a_device_generator(monkeypatch):
+    """poisson_batches draws by coins, on the device, for a generator that lives there, and by gaps otherwise. No
+    CUDA here: a generator that says it lives on a device reaches the coins sampler (recorded), never the gaps one."""
+    from inputdp.benchmarks import sampling
+
+    calls = []
+
+    class DeviceGenerator:  # what poisson_batches reads of a CUDA generator: where it lives
+        device = torch.device("cuda", 0)
+
+    def coins(n, q, generator):
+        calls.append(("coins", n, q, generator))
+        return torch.arange(3)
+
+    def gaps(n, q, generator):
+        calls.append(("gaps", n, q, generator))
+        return torch.arange(2)
+
+    monkeypatch.setattr(sampling, "poisson_indices_by_coins", coins)
+    monkeypatch.setattr(sampling, "poisson_indices", gaps)
+    g = DeviceGenerator()
+    out = list(sampling.poisson_batches(1000, 0.1, 2, g, "cpu"))
+    assert [c[0] for c in calls] == ["coins", "coins"] and all(c[3] is g for c in calls)
+    assert all(torch.equal(b, torch.arange(3)) for b in out)
+    calls.clear()
+    list(sampling.poisson_batches(1000, 0.1, 2, torch.Generator().manual_seed(0), "cpu"))
+    assert [c[0] for c in calls] == ["gaps", "gaps"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_a_cuda_generator_draws_on_the_device():
+    g = batch_generator("cuda", 0)
+    idx = next(poisson_batches(1000, 0.1, 1, g, "cuda"))
+    assert idx.device.type == "cuda"
+    assert torch.equal(idx, poisson_indices_by_coins(1000, 0.1, batch_generator("cuda", 0)))
 
 
 # --- bench gpu-check at a smoke size -----------------------------------------------------------------------------

@@ -327,14 +327,28 @@ def _interrupted() -> bool:
 
 
 class _EpochReporter:
-    """Numbers an own-loop method's progress reports as epochs 1, 2, ... and forwards them to the callback."""
+    """Numbers an own-loop method's progress reports as epochs 1, 2, ... and forwards them to the callback; the
+    harness times each phase, from the previous report (or the fit's start) to this one: ``time_PHASE_s``."""
 
-    def __init__(self, callback: RunCallback):
-        self.callback, self.epochs = callback, 0
+    def __init__(self, callback: RunCallback, device: str = "cpu"):
+        self.callback, self.epochs, self.device = callback, 0, device
+        self.phase_times: dict[str, float] = {}
+        self.mark = time.perf_counter()
 
-    def __call__(self, metrics: dict[str, float]) -> None:
+    def start(self) -> None:
+        synchronize(self.device)
+        self.mark = time.perf_counter()
+
+    def __call__(self, metrics: dict[str, float], phase: str | None = None) -> None:
+        synchronize(self.device)
+        now = time.perf_counter()
         self.epochs += 1
-        self.callback.on_epoch(self.epochs, dict(metrics))
+        metrics = dict(metrics)
+        if phase is not None:
+            self.phase_times[f"time_{phase}_s"] = now - self.mark
+            metrics.setdefault("epoch_time_s", now - self.mark)
+        self.mark = now
+        self.callback.on_epoch(self.epochs, metrics)
 
 
 def _fit_context(p: Prepared, report: _EpochReporter) -> FitContext:
@@ -354,10 +368,11 @@ def _check_ledger(config: RunConfig, spent: float) -> None:
 def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunResult:
     """A method with its own loop (PATE): timed as one phase, evaluated on the data it names, accounted."""
     config, method = p.config, p.method
-    report = _EpochReporter(callback)
+    report = _EpochReporter(callback, p.device)
     with PeakMemory(p.device) as memory:
         synchronize(p.device)
         t0 = time.perf_counter()
+        report.start()
         out = method.fit(_fit_context(p, report))
         synchronize(p.device)
         elapsed = time.perf_counter() - t0
@@ -372,7 +387,8 @@ def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunRes
         "calibration_seconds": p.calibration_seconds, "frontend_seconds": p.frontend_seconds,
         "peak_memory_mb": memory.peak_mb,
         "final_epsilon_spent": spent, "epsilon_target": config.privacy.epsilon, "epochs": 1,
-        "total_steps": out.steps, "eval_examples": int(out.y_eval.shape[0]), **out.metrics, **p.claim.as_metrics(),
+        "total_steps": out.steps, "eval_examples": int(out.y_eval.shape[0]), **report.phase_times, **out.metrics,
+        **p.claim.as_metrics(),
     }
     return RunResult(config, final, [last], p.claim, p.calibration, p.norm, p.lr_info, out.model)
 

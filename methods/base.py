@@ -106,14 +106,15 @@ class FitOutput:
 @dataclass(frozen=True, kw_only=True)
 class FitContext:
     """What the harness hands an own-loop method: the data, where it runs, fresh models and optimizers built as
-    the run's configuration says, and where to report progress (one call per phase, numbered by the harness)."""
+    the run's configuration says, and where to report progress: ``report(metrics, phase=NAME)`` once per phase,
+    numbered by the harness, which times each phase from the previous report (a method never times itself)."""
 
     data: TensorData
     device: str
     seed: int
     new_model: Callable[[], nn.Module]
     new_optimizer: Callable[[Iterable[nn.Parameter]], torch.optim.Optimizer]
-    report: Callable[[dict[str, float]], None]
+    report: Callable[..., None]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -29,11 +29,11 @@ import torch.nn.functional as F
 from scipy import stats
 from torch import nn
 
+from inputdp.core import names
+from inputdp.core.config import PerfFlags, RunConfig
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
 
-from . import names
-from .config import PerfFlags, RunConfig
-from .errors import ConfigError
 from .harness import model_for, run
 
 CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch", "exclusive_support")

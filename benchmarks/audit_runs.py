@@ -33,10 +33,12 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
+from inputdp.core import names
+from inputdp.core.config import PerfFlags, RunConfig
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.datasets.registry import user_cache_dir
 
-from . import names
 from .audit import (
     BETA,
     BLACK_BOX,
@@ -47,8 +49,6 @@ from .audit import (
     white_box_scores,
     with_canaries,
 )
-from .config import PerfFlags, RunConfig
-from .errors import ConfigError
 from .executors import get_executor
 from .harness import model_for, run
 
@@ -324,9 +324,9 @@ def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: st
 
 
 def _log(tracker, config: RunConfig, out: MultiRunResult) -> None:
+    from inputdp.core.config import precision
     from inputdp.methods import create_method
 
-    from .config import precision
     from .presets import preset_options
 
     method = create_method(config.method, dict(config.method_options))

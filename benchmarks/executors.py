@@ -22,8 +22,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from .config import PerfFlags, RunConfig
-from .errors import ConfigError, one_line
+from inputdp.core.config import PerfFlags, RunConfig
+from inputdp.core.errors import ConfigError, one_line
+
 from .tracking import default_tracking_uri
 
 RunOne = Callable[[RunConfig], Any]

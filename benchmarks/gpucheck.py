@@ -20,11 +20,11 @@ from typing import Any, TextIO
 
 import torch
 
+from inputdp.core.config import PerfFlags
+from inputdp.core.errors import ConfigError, one_line
 from inputdp.datasets import dataset_info
 from inputdp.methods import METHODS, reference_method
 
-from .config import PerfFlags
-from .errors import ConfigError, one_line
 from .harness import prepare, synchronize
 from .memory import PeakMemory
 from .models import MODELS

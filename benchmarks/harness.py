@@ -22,18 +22,19 @@ import numpy as np
 import torch
 from torch import nn
 
+from inputdp.core import names
+from inputdp.core.config import PerfFlags, RunConfig, precision, run_key
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
 from inputdp.datasets.digest import fingerprint_of_arrays
 from inputdp.methods import create_method
+from inputdp.methods.augment import random_crop_flip
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
-from . import names
-from .config import PerfFlags, RunConfig, precision, run_key
-from .errors import ConfigError
 from .memory import PeakMemory
 from .models import MODELS, build_model
 from .presets import preset_options, view_of
-from .sampling import batch_generator, epoch_lengths, poisson_batches, random_crop_flip
+from .sampling import batch_generator, epoch_lengths, poisson_batches
 
 TRAIN_EVAL_EXAMPLES = 10000
 

@@ -38,12 +38,12 @@ import numpy as np
 import torch
 from torch import nn
 
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 from inputdp.methods import create_method
 from inputdp.methods.base import TrainingSetup
 
 from .audit_runs import assign_inclusion, choose_rule, counts, split_halves
-from .config import PrivacySpec
-from .errors import ConfigError
 from .sampling import batch_generator, poisson_batches
 
 

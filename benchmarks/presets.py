@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from .errors import ConfigError
-from .registry import Entry, Registry
+from inputdp.core.errors import ConfigError
+from inputdp.core.registry import Entry, Registry
 
 #: what a preset may set per method: run settings, and ``configs_tried``, how many configurations were tried to
 #: choose this one (tuning on private data is not free, Papernot & Steinke 2022; the leaderboard lists it)

@@ -1,4 +1,4 @@
-"""Poisson batches and on-device augmentation."""
+"""Poisson batches (the augmentations live with the methods that use them: ``inputdp.methods.augment``)."""
 
 from __future__ import annotations
 
@@ -88,55 +88,3 @@ def batch_size_interval(n: int, sampling_rate: float, z: float = 6.0) -> tuple[i
     mean = n * sampling_rate
     sd = math.sqrt(n * sampling_rate * (1 - sampling_rate))
     return max(0, math.floor(mean - z * sd)), math.ceil(mean + z * sd)
-
-
-def _windows(padded: torch.Tensor, h: int, w: int, pad: int, generator: torch.Generator, *,
-             flip: bool = False) -> torch.Tensor:
-    """An h x w window of each padded image, at a random offset in [0, 2 * pad] along each axis (x drawn first,
-    then y), mirrored left to right for a random half of the images when ``flip``; batched on the images' device."""
-    n = padded.shape[0]
-    dev = padded.device
-    dx = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(dev)
-    dy = torch.randint(0, 2 * pad + 1, (n,), generator=generator).to(dev)
-    rows = dy.view(n, 1) + torch.arange(h, device=dev).view(1, h)  # n, h
-    cols = dx.view(n, 1) + torch.arange(w, device=dev).view(1, w)  # n, w
-    if flip:
-        mirrored = (torch.rand(n, generator=generator) < 0.5).to(dev)
-        cols = torch.where(mirrored.view(n, 1), cols.flip(1), cols)
-    idx = torch.arange(n, device=dev).view(n, 1, 1)
-    out = padded.permute(0, 2, 3, 1)[idx, rows.view(n, h, 1), cols.view(n, 1, w)]  # n, h, w, c
-    return out.permute(0, 3, 1, 2).contiguous()
-
-
-def random_crop_flip(x: torch.Tensor, generator: torch.Generator, pad: int = 4) -> torch.Tensor:
-    """Random crop with ``pad`` pixels of zero padding and random horizontal flip, batched on x's device."""
-    if x.shape[0] == 0:
-        return x
-    _, _, h, w = x.shape
-    return _windows(torch.nn.functional.pad(x, (pad, pad, pad, pad)), h, w, pad, generator, flip=True)
-
-
-def shift(x: torch.Tensor, generator: torch.Generator, most: int, fill: torch.Tensor) -> torch.Tensor:
-    """Each image moved by a random whole number of pixels in [-most, most] along both axes; what comes into view
-    is ``fill``: per channel (shape (C,): the data set's blank value) or per image and channel (shape (N, C))."""
-    n, c, h, w = x.shape
-    if n == 0 or most == 0:
-        return x
-    fill = fill.view(-1, c, 1, 1).to(x.dtype)
-    padded = fill.expand(n, c, h + 2 * most, w + 2 * most).clone()
-    padded[:, :, most: most + h, most: most + w] = x
-    return _windows(padded, h, w, most, generator)
-
-
-def cutout(x: torch.Tensor, generator: torch.Generator, size: int, fill: torch.Tensor) -> torch.Tensor:
-    """A ``size`` x ``size`` square at a random place of each image (clipped at the borders) set to ``fill``."""
-    n, c, h, w = x.shape
-    if n == 0 or size == 0:
-        return x
-    cy = torch.randint(0, h, (n,), generator=generator).to(x.device).view(n, 1, 1)
-    cx = torch.randint(0, w, (n,), generator=generator).to(x.device).view(n, 1, 1)
-    ys = torch.arange(h, device=x.device).view(1, h, 1)
-    xs = torch.arange(w, device=x.device).view(1, 1, w)
-    half = size // 2
-    inside = ((ys - cy).abs() <= half) & ((xs - cx).abs() <= half)  # n, h, w
-    return torch.where(inside.unsqueeze(1), fill.view(1, c, 1, 1).to(x.dtype), x)

@@ -16,11 +16,11 @@ from dataclasses import dataclass
 
 import torch
 
+from inputdp.core.config import PerfFlags, RunConfig
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, dataset_info, load_tensor_data
 from inputdp.methods import METHODS, reference_method
 
-from .config import PerfFlags, RunConfig
-from .errors import ConfigError
 from .harness import Prepared, prepare, synchronize
 from .memory import current_rss_bytes
 from .sweep import Overrides, build_config

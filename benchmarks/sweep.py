@@ -14,11 +14,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig, run_key
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import canonical_name, dataset_info
 from inputdp.methods import METHODS
 
-from .config import PerfFlags, PrivacySpec, RunConfig, run_key
-from .errors import ConfigError
 from .executors import get_executor
 from .models import check_size
 from .presets import PRESETS

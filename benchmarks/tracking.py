@@ -28,8 +28,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
-from . import names
-from .errors import ConfigError, one_line, shield
+from inputdp.core import names
+from inputdp.core.errors import ConfigError, one_line, shield
 
 DEFAULT_EXPERIMENT = "inputdp"
 UNFINISHED = ("RUNNING", "SCHEDULED")

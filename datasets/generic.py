@@ -25,7 +25,7 @@ from urllib.parse import parse_qsl
 import numpy as np
 import torch
 
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.errors import ConfigError
 
 from .registry import DatasetInfo
 

@@ -6,7 +6,7 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
-from inputdp.benchmarks.registry import Entry, Registry
+from inputdp.core.registry import Entry, Registry
 
 
 @dataclass(frozen=True, kw_only=True)

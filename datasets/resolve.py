@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.errors import ConfigError
 
 from .generic import canonical, info_for, is_path_spec
 from .registry import DATASETS, MEDMNIST_MULTILABEL, DatasetInfo

@@ -10,7 +10,7 @@ import os
 import numpy as np
 import torch
 
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.errors import ConfigError
 
 from .registry import MEDMNIST
 

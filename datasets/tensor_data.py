@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from inputdp.benchmarks.errors import ConfigError, one_line
+from inputdp.core.errors import ConfigError, one_line
 
 from .digest import fingerprint_of_arrays
 from .registry import DatasetInfo, data_dir_from

@@ -3,7 +3,7 @@
 The built-in methods are registered below. A method can also live in its own installed package: it declares an
 entry point in the group ``inputdp.methods`` whose object is a :class:`MethodInfo` (its ``target`` the import
 string of its :class:`~inputdp.methods.base.Method` subclass), and is registered on the registry's first use
-(``inputdp.benchmarks.registry``). A plug-in whose name is taken, or that fails to load, is a one-line error naming
+(``inputdp.core.registry``). A plug-in whose name is taken, or that fails to load, is a one-line error naming
 it, raised only by a command that asks for it.
 """
 
@@ -12,8 +12,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from inputdp.benchmarks.errors import ConfigError
-from inputdp.benchmarks.registry import Entry, Registry
+from inputdp.core.errors import ConfigError
+from inputdp.core.registry import Entry, Registry
 
 #: the entry-point group that installed packages use to add methods
 ENTRY_POINT_GROUP = "inputdp.methods"

@@ -25,8 +25,8 @@ import torch
 from scipy.special import polygamma
 from torch.distributions import Gamma
 
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 
 from . import per_example_release as per_example
 from .accounting import InfeasibleTarget, calibrate_parameter, dirichlet_epsilon

@@ -29,7 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.errors import ConfigError
 
 from .base import PrivacyClaim, TrainingSetup
 from .gaussian_accounting import SubsampledGaussianMethod
@@ -75,7 +75,7 @@ def standardise_weights(model: nn.Module) -> nn.Module:
 
 def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generator) -> torch.Tensor:
     """(B, C, H, W) -> (B * K, C, H, W): K augmented copies of each image, an image's copies next to each other."""
-    from inputdp.benchmarks.sampling import random_crop_flip, shift
+    from inputdp.methods.augment import random_crop_flip, shift
 
     rep = x.repeat_interleave(k, dim=0)
     if kind == "auto":

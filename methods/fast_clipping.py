@@ -31,7 +31,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.errors import ConfigError
 
 SUPPORTED = (nn.Linear, nn.Conv2d, nn.GroupNorm)
 

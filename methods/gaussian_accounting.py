@@ -7,8 +7,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 
 from .accounting.calibration import InfeasibleTarget, calibrate_parameter
 from .accounting.gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp

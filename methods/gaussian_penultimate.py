@@ -35,8 +35,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 
 from . import per_example_release as per_example
 from .accounting.calibration import InfeasibleTarget

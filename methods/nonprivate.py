@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import math
 
-from inputdp.benchmarks.config import PrivacySpec
+from inputdp.core.config import PrivacySpec
 
 from .base import Calibration, Method, PrivacyClaim
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.errors import ConfigError
 
 from .accounting.per_example import ADD_REMOVE, REPLACE, Bracket, NoFiniteEpsilon
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from inputdp.benchmarks import names
+from inputdp.core import names
 
 #: one leaderboard row per recipe and budget: runs at another (q, T) are another configuration, not more seeds
 GROUP = ["dataset", "preset", "model", "method", "epsilon", "q", "T"]

@@ -20,8 +20,8 @@ from inputdp.benchmarks.audit import (
     relearn_scores,
     white_box_scores,
 )
-from inputdp.benchmarks.config import PerfFlags
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.config import PerfFlags
+from inputdp.core.errors import ConfigError
 from inputdp.methods.dirichlet_softmax import dirichlet_nll
 
 from .helpers import smoke_config
@@ -208,7 +208,7 @@ def test_mechanism_of_leakage_one_step():
     Dirichlet updates differ by a term that grows with t without bound. Under DP-SGD, with the same noise
     draw, the two updates differ by at most 2C (each example's gradient is clipped to C).
     """
-    from inputdp.benchmarks.config import PrivacySpec
+    from inputdp.core.config import PrivacySpec
 
     torch.manual_seed(0)
     model = torch.nn.Linear(20, 10, bias=False)

@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch import nn
 
-from inputdp.benchmarks.config import PrivacySpec
 from inputdp.benchmarks.models import build_model
+from inputdp.core.config import PrivacySpec
 from inputdp.methods.base import TrainingSetup
 from inputdp.methods.dpsgd import DPSGD
 from inputdp.methods.gaussian_penultimate import GaussianPenultimate, clip_rows

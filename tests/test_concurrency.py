@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from inputdp.benchmarks import names, tracking
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
+from inputdp.core import names, tracking
 
 
 def _bench(*args: str) -> list[str]:
@@ -168,7 +168,7 @@ def test_threads_of_one_process_claim_like_processes(tmp_path):
 def test_a_signal_during_a_store_write_waits_for_it_to_end():
     """Ctrl-C or SIGTERM in the middle of a store write (which would leave its transaction open, and the KILLED status
     waiting on that lock) is raised as soon as the write ends, not inside it."""
-    from inputdp.benchmarks.errors import Terminated, raise_on_signal, shielded
+    from inputdp.core.errors import Terminated, raise_on_signal, shielded
 
     previous = signal.signal(signal.SIGTERM, raise_on_signal(Terminated))
     finished = False

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from inputdp.benchmarks.config import PerfFlags, PrivacySpec, RunConfig
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig
+from inputdp.core.errors import ConfigError
 
 good_eps = st.floats(min_value=1e-6, max_value=1e6, allow_nan=False) | st.just(math.inf)
 good_delta = st.floats(min_value=1e-12, max_value=0.999999, exclude_min=False)

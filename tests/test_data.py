@@ -10,10 +10,11 @@ import pytest
 import scipy.io
 import torch
 
-from inputdp.benchmarks.errors import ConfigError
-from inputdp.benchmarks.sampling import batch_size_interval, epoch_lengths, poisson_batches, random_crop_flip
+from inputdp.benchmarks.sampling import batch_size_interval, epoch_lengths, poisson_batches
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import load_tensor_data
 from inputdp.datasets.tensor_data import _load_raw
+from inputdp.methods.augment import random_crop_flip
 
 from .helpers import write_mnist
 

@@ -11,8 +11,8 @@ import pytest
 import torch
 from scipy.special import digamma, polygamma
 
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 from inputdp.methods.dirichlet_softmax import DirichletSoftmax, dirichlet_nll, kappa
 
 

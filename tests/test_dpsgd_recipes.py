@@ -8,8 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 from inputdp.methods import dpsgd as dpsgd_module
 from inputdp.methods.base import TrainingSetup
 from inputdp.methods.dpsgd import DPSGD, WSConv2d, standardise_weights
@@ -166,10 +166,10 @@ def test_cifar_shaped_best_dpsgd_runs_a_few_steps_on_the_cpu():
     """The best preset's CIFAR-10 DP-SGD recipe (WRN-16-4, GroupNorm + weight standardisation, augmentation
     multiplicity 16, EMA, micro-batches) end to end through the harness for two steps, on synthetic data of
     CIFAR-10's shape; the full run is GPU work."""
-    from inputdp.benchmarks.config import PerfFlags
     from inputdp.benchmarks.harness import run
     from inputdp.benchmarks.speed import synthetic_data
     from inputdp.benchmarks.sweep import Overrides, build_config
+    from inputdp.core.config import PerfFlags
 
     preset = build_config(method="dpsgd", dataset="cifar10", preset="best", epsilon=1.0, seed=0)
     assert (preset.model, preset.method_options["augmult"], preset.method_options["micro_batch"]) == ("wrn16_4", 16, 32)

@@ -33,11 +33,11 @@ from inputdp.benchmarks.audit_runs import (
     rate_bound,
     split_halves,
 )
-from inputdp.benchmarks.config import PerfFlags
-from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.harness import model_for, run
 from inputdp.benchmarks.models import build_model
 from inputdp.benchmarks.tracking import client, experiment_id
+from inputdp.core.config import PerfFlags
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value, load_tensor_data
 
 from .helpers import smoke_config

@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.models import MODELS, build_model
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 from inputdp.methods.base import TrainingSetup
 from inputdp.methods.dpsgd import DPSGD
 from inputdp.methods.fast_clipping import unsupported_layers
@@ -29,7 +29,7 @@ MODELS_TESTED = [("small_cnn", 1, 28, 0), ("mlp", 1, 28, 64), ("tanh_cnn", 1, 28
 
 
 def test_every_registered_model_is_covered():
-    from inputdp.benchmarks.registry import BUILT_IN
+    from inputdp.core.registry import BUILT_IN
 
     built_in = {n for n in MODELS.names() if MODELS.origin(n) == BUILT_IN}
     assert {m for m, *_ in MODELS_TESTED} == built_in

@@ -12,12 +12,12 @@ import pytest
 import torch
 
 from inputdp.benchmarks.cli import main
-from inputdp.benchmarks.config import PerfFlags
-from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.harness import prepare, run
 from inputdp.benchmarks.sampling import batch_generator, poisson_batches, poisson_indices, poisson_indices_by_coins
 from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
+from inputdp.core.config import PerfFlags
+from inputdp.core.errors import ConfigError
 
 BF16 = PerfFlags(device="cpu", amp="bf16", progress=False)
 

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.harness import PrivacyLedgerError, run
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep, with_data_fingerprint
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
+from inputdp.core.config import PerfFlags
 
 from .helpers import smoke_config
 

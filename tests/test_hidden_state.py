@@ -10,8 +10,8 @@ import sys
 
 import pytest
 
-from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.hidden_state import HiddenStateSetup, ceiling_for, hidden_state_audit, run_score
+from inputdp.core.errors import ConfigError
 
 SMALL = HiddenStateSetup(probes=1000)
 

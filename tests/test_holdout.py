@@ -9,10 +9,10 @@ import torch
 
 from inputdp.benchmarks import harness
 from inputdp.benchmarks.cli import main
-from inputdp.benchmarks.config import PerfFlags
-from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
+from inputdp.core.config import PerfFlags
+from inputdp.core.errors import ConfigError
 from inputdp.reports.leaderboard import leaderboard, load_runs, tidy
 
 QUIET = PerfFlags(device="cpu", progress=False)

@@ -383,8 +383,8 @@ def test_calibrate_either_meets_the_target_or_refuses_in_one_line(method, epsilo
 def test_the_library_refuses_a_store_it_cannot_use(uri, needle):
     """Not only the CLI: a sweep called from Python meets the same check where every store is opened, at once
     (MLflow itself retried an unwritable sqlite path for 106 s)."""
-    from inputdp.benchmarks.errors import ConfigError
     from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
+    from inputdp.core.errors import ConfigError
 
     configs = expand(methods=["nonprivate"], dataset="mnist", preset="smoke", epsilons=[1.0], seeds=[0],
                      overrides=Overrides(steps=2))

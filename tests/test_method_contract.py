@@ -7,8 +7,8 @@ import math
 import pytest
 import torch
 
-from inputdp.benchmarks.config import PerfFlags, PrivacySpec
 from inputdp.benchmarks.harness import run
+from inputdp.core.config import PerfFlags, PrivacySpec
 from inputdp.datasets import load_tensor_data
 from inputdp.methods import METHODS, create_method
 from inputdp.methods.base import Method, PrivacyClaim
@@ -30,7 +30,7 @@ def test_registered_and_lazy(name):
 
 
 def test_registry_refuses_duplicates():
-    from inputdp.benchmarks.errors import ConfigError
+    from inputdp.core.errors import ConfigError
     from inputdp.methods import register_method
 
     with pytest.raises(ConfigError, match="already registered"):
@@ -117,7 +117,7 @@ def test_out_of_range_targets_are_refused_quickly(name, epsilon, side):
     import time
     import tracemalloc
 
-    from inputdp.benchmarks.errors import ConfigError
+    from inputdp.core.errors import ConfigError
 
     spec = PrivacySpec(epsilon=epsilon, delta=1e-5, sampling_rate=0.05, steps=40)
     tracemalloc.start()

@@ -6,11 +6,11 @@ import os
 
 import pytest
 
-from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.harness import run
 from inputdp.benchmarks.server import start_mlflow_server
 from inputdp.benchmarks.sweep import with_data_fingerprint
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
+from inputdp.core.config import PerfFlags
 
 from .helpers import smoke_config
 

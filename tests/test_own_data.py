@@ -12,9 +12,9 @@ import torch
 from PIL import Image
 
 from inputdp.benchmarks.cli import main
-from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.models import MODELS, build_model
 from inputdp.benchmarks.sweep import Overrides, build_config, with_data_fingerprint
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import DATASETS, canonical_name, dataset_info, load_tensor_data
 from inputdp.datasets import fingerprint as fp
 from inputdp.datasets.generic import SPLIT_SEED
@@ -315,8 +315,8 @@ def test_the_same_images_as_folder_and_npz_are_the_same_data(tmp_path):
 
 
 def _sweep(dataset, data_dir, uri, seeds=(0,)):
-    from inputdp.benchmarks.config import PerfFlags
     from inputdp.benchmarks.sweep import expand, run_sweep
+    from inputdp.core.config import PerfFlags
 
     configs = expand(methods=["nonprivate"], dataset=dataset, preset="smoke", epsilons=[1.0], seeds=list(seeds),
                      overrides=Overrides(steps=3, data_dir=str(data_dir)))
@@ -366,8 +366,8 @@ def test_a_run_logs_its_data_as_an_mlflow_input_and_says_when_it_has_fewer_examp
 
 
 def test_a_configuration_stamped_with_other_data_is_refused(tmp_path):
-    from inputdp.benchmarks.config import PerfFlags
     from inputdp.benchmarks.harness import run
+    from inputdp.core.config import PerfFlags
 
     x_tr, y_tr, x_te, y_te = arrays()
     np.savez(tmp_path / "d.npz", x_train=x_tr[:, 0].numpy(), y_train=y_tr.numpy(), x_test=x_te[:, 0].numpy(),

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from inputdp.benchmarks.config import PerfFlags
-from inputdp.benchmarks.errors import ConfigError
 from inputdp.benchmarks.executors import LocalExecutor
 from inputdp.benchmarks.sweep import run_sweep
 from inputdp.benchmarks.tracking import client, experiment_id
+from inputdp.core.config import PerfFlags
+from inputdp.core.errors import ConfigError
 
 from .helpers import smoke_config
 

@@ -166,8 +166,8 @@ def test_teachers_do_not_share_gradients():
 
 
 def test_pate_smoke_run():
-    from inputdp.benchmarks.config import PerfFlags
     from inputdp.benchmarks.harness import run
+    from inputdp.core.config import PerfFlags
 
     from .helpers import smoke_config
 
@@ -325,8 +325,8 @@ def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(tmp_
     store: the report goes to standard error only; the store holds the sanitised data-dependent epsilon and no
     unsanitised one; the leaderboard gives the recipe its own row, with the claim (data-independent) as its epsilon
     and the sanitised figure in its own column."""
-    from inputdp.benchmarks.config import PerfFlags
     from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
+    from inputdp.core.config import PerfFlags
     from inputdp.reports.leaderboard import display_table, leaderboard, load_runs, tidy
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -351,7 +351,7 @@ def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(tmp_
 
 
 def test_augmentations_move_pixels_and_fill_with_blank():
-    from inputdp.benchmarks.sampling import cutout, shift
+    from inputdp.methods.augment import cutout, shift
 
     g = torch.Generator().manual_seed(0)
     x = torch.arange(2 * 1 * 6 * 6, dtype=torch.float32).view(2, 1, 6, 6)
@@ -415,8 +415,8 @@ def test_classic_conversion_is_the_textbook_formula_and_looser():
 
 
 def test_teacher_shift_augments_every_batch_and_is_validated(monkeypatch):
-    from inputdp.benchmarks import sampling
-    from inputdp.benchmarks.errors import ConfigError
+    from inputdp.core.errors import ConfigError
+    from inputdp.methods import augment as sampling
     from inputdp.methods.pate.method import PATE
     from inputdp.methods.pate.teachers import train_teachers
 

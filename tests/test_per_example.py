@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 from scipy import integrate, optimize, special, stats
 
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 from inputdp.methods.accounting import per_example as pe
 from inputdp.methods.dirichlet_softmax import DirichletSoftmax, calibrate_r
 from inputdp.methods.gaussian_penultimate import GaussianPenultimate

@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import brentq
 from scipy.stats import norm
 
-from inputdp.benchmarks.config import PrivacySpec
+from inputdp.core.config import PrivacySpec
 from inputdp.methods.accounting.gaussian import gaussian_epsilon_rdp
 from inputdp.methods.accounting.pld import (
     SIGMA_RTOL,
@@ -125,7 +125,7 @@ def test_pld_refuses_what_rdp_cannot_reach_in_one_line(epsilon, q, steps, needle
 
 
 def test_pld_refuses_more_steps_than_it_composes():
-    from inputdp.benchmarks.errors import ConfigError
+    from inputdp.core.errors import ConfigError
 
     spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=200_000)
     with pytest.raises(ConfigError, match="steps=200000 is not allowed with accountant=pld"):

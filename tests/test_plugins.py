@@ -162,7 +162,7 @@ def test_plugin_with_a_taken_name_is_one_line_and_stops_nothing_else(tmp_path):
     ("notinfo = notinfo_plugin:INFO", "INFO = 42\n", "must name a MethodInfo"),
 ])
 def test_plugin_that_does_not_load_is_one_line(tmp_path, monkeypatch, entry, module, expected):
-    from inputdp.benchmarks.errors import ConfigError
+    from inputdp.core.errors import ConfigError
     from inputdp.methods import METHODS, load_plugins
 
     name = entry.split(" = ")[1].split(":")[0]

@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 from inputdp.benchmarks.cli import main
-from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
+from inputdp.core.config import PerfFlags
 from inputdp.reports.leaderboard import display_table, leaderboard, load_runs, paper_results, tidy
 
 METHODS = ["nonprivate", "dirichlet_softmax", "gaussian_penultimate"]

@@ -10,11 +10,11 @@ import pytest
 import torch
 
 from inputdp.benchmarks import harness
-from inputdp.benchmarks.config import PerfFlags
 from inputdp.benchmarks.models import MODELS, build_model
 from inputdp.benchmarks.models.scatternet import ScatterFrontend
 from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
+from inputdp.core.config import PerfFlags
 
 
 def test_the_frontend_has_no_parameters_and_the_documented_shape():
@@ -125,7 +125,7 @@ def test_dpsgd_on_a_scatter_model_clips_each_examples_own_gradient(name, mode, i
 
     import torch.nn.functional as F
 
-    from inputdp.benchmarks.config import PrivacySpec
+    from inputdp.core.config import PrivacySpec
     from inputdp.methods.base import TrainingSetup
     from inputdp.methods.dpsgd import DPSGD
 

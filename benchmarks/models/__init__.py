@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from inputdp.benchmarks.errors import ConfigError
-from inputdp.benchmarks.registry import Entry, Registry
+from inputdp.core.errors import ConfigError
+from inputdp.core.registry import Entry, Registry
 
 from .common import Classifier, norm_layer
 

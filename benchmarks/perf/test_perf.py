@@ -10,11 +10,11 @@ import time
 
 import pytest
 
-from inputdp.benchmarks.config import PerfFlags, PrivacySpec
 from inputdp.benchmarks.harness import _NullCallback, _train, prepare
 from inputdp.benchmarks.perf_gates import check, failures
 from inputdp.benchmarks.speed import measure
 from inputdp.benchmarks.sweep import Overrides, build_config
+from inputdp.core.config import PerfFlags, PrivacySpec
 
 from .conftest import GATES, SHARED_DATA
 

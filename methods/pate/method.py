@@ -31,9 +31,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.benchmarks import names
-from inputdp.benchmarks.config import PrivacySpec
-from inputdp.benchmarks.errors import ConfigError
+from inputdp.core import names
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value
 
 from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon, rdp_to_epsilon_classic

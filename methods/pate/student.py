@@ -22,7 +22,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.benchmarks.sampling import cutout, shift
+from inputdp.methods.augment import cutout, shift
 
 
 def train_supervised(model: nn.Module, optimizer: torch.optim.Optimizer, x: torch.Tensor, y: torch.Tensor, *,

@@ -56,7 +56,7 @@ def train_teachers(x_parts: torch.Tensor, y_parts: torch.Tensor, *, num_classes:
                    fill: torch.Tensor | None = None) -> TeacherEnsemble:
     """x_parts: (m, n, C, H, W), y_parts: (m, n). Each teacher takes plain SGD steps on its own mini-batches, each
     image moved by up to ``shift_pixels`` pixels at random (what comes into view is ``fill``, per channel)."""
-    from inputdp.benchmarks import sampling
+    from inputdp.methods import augment as sampling
 
     m, n, c, size, _ = x_parts.shape
     ens = TeacherEnsemble(m, c, size, num_classes, width).to(x_parts.device)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from inputdp.benchmarks.config import PrivacySpec
+from inputdp.core.config import PrivacySpec
 from inputdp.methods.accounting.gaussian import gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from inputdp.methods.base import Calibration, Method, PrivacyClaim
 

@@ -1,0 +1,202 @@
+"""``bench audit`` (one-run and multi-run audits) and ``bench hidden-state``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+
+from inputdp.core.errors import ConfigError
+
+from .common import DATASET_HELP, add_executor_flags, executor_options, parse_options
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from inputdp.benchmarks.audit import BLACK_BOX, PATTERN_SCALE, audit, check_arguments, resolve_scores
+    from inputdp.benchmarks.models import MODELS
+    from inputdp.benchmarks.sweep import Overrides, build_config, check_feasible, resolve_methods
+    from inputdp.benchmarks.tracking import MLflowTracker
+    from inputdp.core import names
+    from inputdp.core.config import PerfFlags
+
+    chosen = resolve_methods(args.method)
+    if len(chosen) != 1:
+        raise ConfigError(f"--method {args.method!r} is not allowed: an audit is of one method; choose one of "
+                          f"{', '.join(chosen) if args.method == 'all' else 'the registered methods'}")
+    (method,) = chosen
+    if args.model is not None:
+        MODELS.get(args.model)  # the one-line error for an unknown model, before anything else
+    config = build_config(method=method, dataset=args.dataset, preset=args.preset, epsilon=args.epsilon,
+                          seed=args.seed, overrides=Overrides(
+                              epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate,
+                              model=args.model, model_width=args.model_width, train_examples=args.train_examples,
+                              data_dir=args.data_dir, method_options=parse_options(args.option, [method])))
+    check_feasible([config])
+    scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
+    if args.runs is not None:
+        if args.canaries is not None:
+            raise ConfigError(f"--canaries {args.canaries} is not allowed with --runs: each run of a multi-run audit "
+                              "holds one canary (or none)")
+        return _multi_run_audit(args, config, scale)
+    args.canaries = 1000 if args.canaries is None else args.canaries
+    scores = resolve_scores(args.score, args.canary_kind, config.model)
+    check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
+                    model=config.model)
+    tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)  # the store first
+    from inputdp.benchmarks.sweep import with_data_fingerprint
+
+    config = with_data_fingerprint(config)  # the audit, like the run it concerns, names its data by content
+    if tracker is not None:
+        tracker.extra_tags.update({
+            names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
+            names.TAG_CONFIG_KEY: f"audit:{config.key()}:{args.canary_kind}:{args.canaries}:{scale:g}",
+            names.TAG_PATTERN_SCALE: f"{scale:g}"})
+    perf = PerfFlags(device=args.device, progress=not args.json)
+    result = audit(config, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,
+                   tracker=tracker, pattern_scale=scale)
+    if args.json:
+        print(json.dumps(result.as_json()))
+        return 0
+    print(f"{method} on {args.dataset} ({args.preset}), claimed epsilon {config.privacy.epsilon:g}, "
+          f"{args.canaries} {args.canary_kind} canaries, test accuracy {result.test_accuracy:.4f}")
+    print(f"family: {result.family()}")
+    print(f"{'score':<24}{'threat':<11}{'eps_lb':>8}{'ceiling':>9}{'k':>6}{'correct':>10}")
+    for o in result.outcomes:
+        threat = "black-box" if o.score in BLACK_BOX else "white-box"
+        print(f"{o.score:<24}{threat:<11}{o.epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>6}{o.correct:>6}/{o.guesses}")
+    return 0
+
+
+def _multi_run_audit(args: argparse.Namespace, config, scale: float) -> int:
+    from inputdp.benchmarks.audit import BLACK_BOX, check_arguments, resolve_scores
+    from inputdp.benchmarks.audit_runs import check_runs, multi_run_audit
+    from inputdp.benchmarks.executors import EXECUTORS
+    from inputdp.benchmarks.tracking import MLflowTracker
+    from inputdp.core import names
+    from inputdp.core.config import PerfFlags
+
+    check_runs(args.runs)
+    if args.executor not in EXECUTORS:
+        raise ConfigError(f"--executor {args.executor!r} is not allowed: choose one of {', '.join(EXECUTORS)}")
+    if args.score == "auto":
+        scores = resolve_scores("auto", args.canary_kind, config.model)
+        scores = scores if scores == ("exclusive_weight_change",) else ("loss",)
+    else:
+        scores = resolve_scores(args.score, args.canary_kind, config.model)
+    if len(scores) != 1:
+        raise ConfigError(f"--score {args.score!r} is not allowed with --runs: a multi-run audit is one test of one "
+                          "score; name one")
+    check_arguments(canary_kind=args.canary_kind, canaries=1, pattern_scale=scale, scores=scores, model=config.model,
+                    minimum=1)
+    (score,) = scores
+    from inputdp.benchmarks.sweep import with_data_fingerprint
+
+    tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
+    config = with_data_fingerprint(config)
+    if tracker is not None:
+        tracker.extra_tags.update({
+            names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
+            names.TAG_CONFIG_KEY: f"audit-runs:{config.key()}:{args.canary_kind}:{score}:{args.runs}:{scale:g}"})
+    perf = PerfFlags(device=args.device, progress=not args.json)
+    result = multi_run_audit(config, runs=args.runs, canary_kind=args.canary_kind, score=score, perf=perf,
+                             tracker=tracker, executor=args.executor, executor_options=executor_options(args),
+                             pattern_scale=scale)
+    if args.json:
+        print(json.dumps(result.as_json()))
+        return 0
+    c = result.counts
+    print(f"{config.method} on {args.dataset} ({args.preset}, {config.model}, {result.runs} runs of "
+          f"{config.train_examples or 'all'} examples), claimed epsilon {config.privacy.epsilon:g}: one "
+          f"{args.canary_kind} canary, score {score} ({'black-box' if score in BLACK_BOX else 'white-box'})")
+    print(f"rule chosen on half of the runs: {result.rule.describe()} (bound there {result.selection_bound:.3f})")
+    print(f"other half: with the canary {c.tp}/{c.tp + c.fn} guessed with; without it {c.fp}/{c.fp + c.tn} guessed "
+          f"with; one test at 95% (Clopper-Pearson, each rate at 97.5%)")
+    print(f"epsilon_lb {result.epsilon_lb:.3f} (ceiling {result.ceiling:.3f}); {result.failed} runs failed; "
+          f"median test accuracy {result.median_test_accuracy:.4f}; wall {result.wall_s:.0f} s")
+    return 0
+
+
+def cmd_hidden_state(args: argparse.Namespace) -> int:
+    from inputdp.benchmarks.hidden_state import HiddenStateSetup, hidden_state_audit
+
+    options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}
+    if not (math.isfinite(args.epsilon) and args.epsilon > 0):
+        raise ConfigError(f"--epsilon {args.epsilon!r} is not allowed: give a finite number > 0")
+    setup = HiddenStateSetup(probes=args.probes)
+
+    def progress(done: int, total: int) -> None:
+        if not args.json:
+            print(f"\r{done}/{total} runs", end="" if done < total else "\n", file=sys.stderr, flush=True)
+
+    out = hidden_state_audit(args.method, epsilon=args.epsilon, runs=args.runs, options=options, setup=setup,
+                             seed=args.seed, progress=progress)
+    if args.json:
+        print(json.dumps(out.as_json()))
+    else:
+        print(f"{out.method} at epsilon {out.epsilon:g}: the target's own vectors spend at most "
+              f"{out.own_vectors_epsilon:.3f} (per-example curve); the probes' vectors alone give epsilon >= "
+              f"{out.epsilon_lb:.3f} at 95% (ceiling {out.ceiling:.3f}; {out.correct}/{out.guesses} right on the "
+              f"test half; rule: {out.rule}); {out.runs} runs in {out.seconds:.0f} s")
+    return 0
+
+
+
+class Audit:
+    name = "audit"
+    help = ("an empirical epsilon lower bound for a method's trained model: one run with m "
+                                         "canaries, or --runs N runs with and without one canary")
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--method", required=True)
+        p.add_argument("--dataset", required=True, help=DATASET_HELP)
+        p.add_argument("--epsilon", type=float, default=1.0)
+        p.add_argument("--preset", default="cpu")
+        p.add_argument("--canaries", type=int, help="one-run audit: how many canaries (default 1000)")
+        p.add_argument("--canary-kind", default="random_pattern",
+                           help="mislabeled | random_pattern | blank_patch | exclusive_support")
+        p.add_argument("--pattern-scale", type=float, default=None,
+                           help="random_pattern canaries: pixel spread as a multiple of the data's (default 2)")
+        p.add_argument("--score", default="auto",
+                           help="auto (exclusive_support on a dense model: exclusive_weight_change alone; else every "
+                                "general score), all, or a comma-separated list of loss, margin, reference_rank, "
+                                "gradient_alignment, relearn, first_layer_projection, exclusive_weight_change")
+        p.add_argument("--model", help="override the preset's model (exclusive_weight_change needs a dense one: mlp)")
+        p.add_argument("--model-width", type=int)
+        p.add_argument("--train-examples", type=int, help="train on a fixed subset of this many examples")
+        p.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")
+        p.add_argument("--steps", type=int, help="override the preset's number of steps T")
+        p.add_argument("--seed", type=int, default=0, help="the run's seed (--runs N: seeds SEED .. SEED+N-1)")
+        p.add_argument("--epochs", type=int)
+        p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE")
+        p.add_argument("--data-dir")
+        p.add_argument("--tracking-uri")
+        p.add_argument("--experiment", default="inputdp")
+        p.add_argument("--no-track", action="store_true", help="do not log the audit run to MLflow")
+        p.add_argument("--device", default="auto")
+        p.add_argument("--json", action="store_true")
+        p.add_argument("--runs", type=int, help="a multi-run audit: N training runs (even), half with one canary, "
+                                                    "half without; --score names its one score (auto: "
+                                                    "exclusive_weight_change for exclusive_support on mlp, else loss)")
+        add_executor_flags(p)
+
+    run = staticmethod(cmd_audit)
+
+
+class HiddenState:
+    name = "hidden-state"
+    help = ("does training's released vectors say more of one input than its own "
+                                                "vectors can? a multi-run audit on a constructed linear model")
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--method", required=True, help="a method that releases per-example vectors")
+        p.add_argument("--epsilon", type=float, default=1.0, help="the target the method calibrates to (default 1)")
+        p.add_argument("--runs", type=int, default=400, help="training runs, half in each world (default 400)")
+        p.add_argument("--probes", type=int, default=2000, help="probe examples per coordinate (default 2000)")
+        p.add_argument("--seed", type=int, default=0)
+        p.add_argument("--option", action="append", metavar="NAME=VALUE")
+        p.add_argument("--json", action="store_true")
+
+    run = staticmethod(cmd_hidden_state)

@@ -1,0 +1,105 @@
+"""``bench calibrate``: a method's noise for (epsilon, delta, q, T), or a table over a preset."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from inputdp.core.errors import ConfigError
+
+from .common import parse_options
+
+
+def cmd_calibrate(args: argparse.Namespace) -> int:
+    from inputdp.core.config import PrivacySpec
+    from inputdp.methods import create_method
+
+    options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}
+    if args.preset:
+        return _calibration_table(args, options)
+    missing = [f"--{n.replace('_', '-')}" for n in ("epsilon", "delta", "sampling_rate", "steps")
+               if getattr(args, n) is None]
+    if missing:
+        raise ConfigError(f"bench calibrate needs {', '.join(missing)} (or --preset NAME for a table)")
+    spec = PrivacySpec(epsilon=args.epsilon, delta=args.delta, sampling_rate=args.sampling_rate, steps=args.steps)
+    method = create_method(args.method, options)
+    cal = method.calibrate(spec)
+    out: dict[str, Any] = {"method": args.method, "epsilon": cal.epsilon, "epsilon_target": args.epsilon,
+                           "delta": args.delta, "sampling_rate": args.sampling_rate, "steps": args.steps,
+                           **cal.noise, **{k: v for k, v in cal.details.items() if k not in cal.noise},
+                           "order": cal.order, "calibration_seconds": cal.seconds}
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:>20}: {v}")
+    return 0
+
+
+def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int:
+    """The noise (r* or sigma) for every data set of a preset at each epsilon, as a Markdown table; one row per
+    accountant the method offers (side by side), unless ``--option accountant=NAME`` picks one."""
+    from inputdp.benchmarks.presets import PRESETS
+    from inputdp.benchmarks.sweep import parse_list
+    from inputdp.core.config import PrivacySpec
+    from inputdp.methods import METHODS, create_method
+
+    preset = PRESETS.get(args.preset)
+    epsilons = parse_list(args.epsilons, float, "--epsilons")
+    cls = METHODS.get(args.method).load()
+    accountants = ([None] if "accountant" in options or "accountant" not in cls.option_defaults
+                   else list(getattr(cls, "accountants", (cls.option_defaults["accountant"],))))
+    rows, lines = [], []
+    for dataset, s in preset.per_dataset.items():
+        for accountant in accountants:
+            chosen = {} if accountant is None else {"accountant": accountant}
+            method = create_method(args.method, {**s.method_options.get(args.method, {}), **options, **chosen})
+            cells = []
+            for eps in epsilons:
+                cal = method.calibrate(PrivacySpec(epsilon=eps, delta=args.delta or s.delta,
+                                                   sampling_rate=s.sampling_rate, steps=s.steps))
+                key = next(iter(cal.noise))
+                cells.append(cal.noise[key])
+                rows.append({"dataset": dataset, "q": s.sampling_rate, "steps": s.steps, "epsilon": eps,
+                             key: cal.noise[key], "achieved_epsilon": cal.epsilon, "order": cal.order,
+                             **{k: v for k, v in cal.details.items() if k not in cal.noise},
+                             "calibration_seconds": cal.seconds})
+            label = cal.details.get("accountant", "")
+            lines.append(f"| {dataset} | {s.sampling_rate:.6g} | {s.steps} | {label} | "
+                         + " | ".join(f"{c:.4f}" for c in cells) + " |")
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        print("| data set | q | T | accountant | " + " | ".join(f"{key} at eps={e:g}" for e in epsilons) + " |")
+        print("|---|---|---|---|" + "---|" * len(epsilons))
+        print("\n".join(lines))
+        if any("epsilon_vectors_lower" in r for r in rows):
+            print("\nThe released vectors spend at least (per-example curve, lower bound at delta):")
+            for r in rows:
+                head = f"  {r['dataset']} {r.get('accountant', '')} eps={r['epsilon']:g}: "
+                if r.get("epsilon_vectors_lower") is None:
+                    print(head + f"not evaluated ({r.get('epsilon_vectors_not_evaluated', 'no bound')})")
+                else:
+                    print(head + f"{r['epsilon_vectors_lower']:.4g} (bracket up to {r['epsilon_vectors_upper']:.4g})")
+    return 0
+
+
+
+class Calibrate:
+    name = "calibrate"
+    help = ("calibrate a method's noise to (epsilon, delta, q, T)")
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--method", required=True)
+        p.add_argument("--epsilon", type=float)
+        p.add_argument("--delta", type=float)
+        p.add_argument("--sampling-rate", type=float)
+        p.add_argument("--steps", type=int)
+        p.add_argument("--preset", help="instead of (delta, q, T): a table over the preset's data sets")
+        p.add_argument("--epsilons", default="1,2,4,8", help="with --preset: the epsilons of the table")
+        p.add_argument("--option", action="append", metavar="NAME=VALUE")
+        p.add_argument("--json", action="store_true")
+
+    run = staticmethod(cmd_calibrate)

@@ -1,0 +1,73 @@
+"""``bench run``: methods x epsilons x seeds on one data set, into the store."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+
+from .common import add_run_flags, executor_options, parse_options, perf_flags
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from inputdp.benchmarks.sweep import Overrides, check_feasible, expand, parse_list, resolve_methods, run_sweep
+
+    methods = resolve_methods(args.methods)
+    overrides = Overrides(
+        epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate, optimizer=args.optimizer, lr=args.lr,
+        momentum=args.momentum,
+        lr_warmup_steps=args.warmup_steps, holdout=args.holdout,
+        delta=args.delta, model=args.model, norm=args.norm, data_dir=args.data_dir,
+        method_options=parse_options(args.option, methods),
+    )
+    if args.model is not None:
+        from inputdp.benchmarks.models import MODELS
+
+        MODELS.get(args.model)
+    configs = expand(methods=methods, dataset=args.dataset, preset=args.preset,
+                     epsilons=parse_list(args.epsilons, float, "--epsilons"),
+                     seeds=parse_list(args.seeds, int, "--seeds"), overrides=overrides)
+    check_feasible(configs)
+    perf = perf_flags(args, progress=not args.no_progress)
+    if args.executor == "local":
+        perf.resolve_device()
+    outcome = run_sweep(configs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
+                        executor=args.executor, executor_options=executor_options(args))
+    if args.holdout:
+        print(f"accuracy on {args.holdout} held-out training examples (--holdout), not on the test split")
+    acc_label = "holdout_acc" if args.holdout else "test_acc"
+    print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{acc_label:>12}{'median_epoch_s':>16}{'eps_spent':>11}")
+    for r in outcome.ran:
+        m, c = r.metrics, r.config
+        eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
+        spent = "inf" if not math.isfinite(m["final_epsilon_spent"]) else f"{m['final_epsilon_spent']:.4f}"
+        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m['final_test_accuracy']:>12.4f}"
+              f"{m['median_epoch_time_s']:>16.2f}{spent:>11}")
+    if outcome.skipped:
+        print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")
+    if outcome.elsewhere:
+        print(f"left {len(outcome.elsewhere)} configuration(s) to the other process running them "
+              f"({outcome.elsewhere[0].error}); re-run this command once it is done to see them here")
+    if outcome.marked_failed:
+        print(f"marked {outcome.marked_failed} unfinished run(s) FAILED: their process had died")
+    if outcome.failed:
+        for f in outcome.failed:
+            sys.stderr.write(f"bench: {f.config.method} eps={f.config.privacy.epsilon:g} seed={f.config.seed} "
+                             f"failed: {f.error}\n")
+        sys.stderr.write(f"bench: {len(outcome.failed)} configuration(s) failed; re-run the same command to finish "
+                         "them (FINISHED ones are skipped)\n")
+        return 1
+    return 0
+
+
+
+class Run:
+    name = "run"
+    help = ("run methods x epsilons x seeds on one data set, logged to MLflow")
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        add_run_flags(p)
+
+
+    run = staticmethod(cmd_run)

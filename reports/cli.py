@@ -1,0 +1,49 @@
+"""``bench report``: the leaderboard (md, csv, html) and plots from a store's finished runs. The reports package
+sits above the harness; ``bench`` loads this command by its import string (benchmarks/cli), as it would a plug-in's."""
+
+from __future__ import annotations
+
+import argparse
+
+from inputdp.core.errors import ConfigError
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from inputdp.benchmarks.tracking import check_tracking_uri
+
+    from .leaderboard import leaderboard, load_runs, tidy, write_report
+
+    out = Path(args.out)
+    if out.exists() and not out.is_dir():
+        raise ConfigError(f"--out {args.out!r} is not allowed: it is a file; give a folder (made if missing)")
+    check_tracking_uri(args.tracking_uri, write=False)
+    runs = load_runs(args.tracking_uri, args.experiment)
+    train, audits = tidy(runs)
+    if train.empty:
+        raise ConfigError(f"no finished runs in experiment {args.experiment!r} of the store: run `bench run` first")
+    board = leaderboard(train, audits)
+    try:
+        files = write_report(board, out, stamp=args.stamp, audits=audits)
+    except OSError as err:
+        raise ConfigError(f"--out {args.out!r} cannot be written: {err.strerror or err}") from None
+    print(f"{len(train)} runs, {len(board)} leaderboard rows")
+    for f in (files.markdown, files.csv, files.html, *files.plots):
+        print(f"wrote {f}")
+    return 0
+
+
+
+class Report:
+    name = "report"
+    help = ("leaderboard (md, csv, html) and plots from the finished MLflow runs")
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--tracking-uri")
+        p.add_argument("--experiment", default="inputdp")
+        p.add_argument("--out", default="reports/out", help="output directory (default: reports/out)")
+        p.add_argument("--stamp", default="", help="a line saying when and where the runs were measured")
+
+    run = staticmethod(cmd_report)

@@ -35,6 +35,7 @@ from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
 
 from .harness import model_for, run
+from .resolve import ResolvedRun, resolved
 
 CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch", "exclusive_support")
 SCORES = ("loss", "margin", "reference_rank", "gradient_alignment", "relearn", "first_layer_projection",
@@ -527,19 +528,22 @@ class AuditResult:
     def as_json(self) -> dict[str, Any]:
         b = self.best
         return {
-            "method": self.method, "epsilon_claimed": self.epsilon_claimed, "epsilon_lb": b.epsilon_lb,
-            "epsilon_lb_ceiling": b.ceiling, "canaries": self.canaries, "guesses": b.guesses, "correct": b.correct,
-            "score": b.score, "canary_kind": self.canary_kind, "test_accuracy": self.test_accuracy, "k": b.k,
+            "method": self.method, "epsilon_claimed": self.epsilon_claimed, names.METRIC_EPSILON_LB: b.epsilon_lb,
+            names.METRIC_EPSILON_LB_CEILING: b.ceiling, "canaries": self.canaries, "guesses": b.guesses, "correct": b.correct,
+            "score": b.score, names.TAG_CANARY_KIND: self.canary_kind, names.METRIC_TEST_ACCURACY: self.test_accuracy, "k": b.k,
             "scope": self.scope, "run_id": self.run_id, "tests": self.tests, "family": self.family(),
-            "per_score": {o.score: {"epsilon_lb": o.epsilon_lb, "ceiling": o.ceiling, "k": o.k, "guesses": o.guesses,
+            "per_score": {o.score: {names.METRIC_EPSILON_LB: o.epsilon_lb, "ceiling": o.ceiling, "k": o.k, "guesses": o.guesses,
                                     "correct": o.correct} for o in self.outcomes},
         }
 
 
-def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random_pattern",
+def audit(config: ResolvedRun | RunConfig, *, canaries: int = 1000, canary_kind: str = "random_pattern",
           scores: Sequence[str] | str = "auto", perf: PerfFlags | None = None, tracker=None,
           data: TensorData | None = None, beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> AuditResult:
-    """Train ``config`` once with m canaries, each in with probability 1/2, and bound epsilon from the scores."""
+    """Train ``config`` once with m canaries, each in with probability 1/2, and bound epsilon from the scores (the
+    configuration resolved once: its calibration is the run's)."""
+    r = resolved(config)
+    config = r.config
     check_no_holdout(config)
     if isinstance(scores, str):
         scores = resolve_scores(scores, canary_kind, config.model)
@@ -550,7 +554,7 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=perf.resolve_device(),
                                 train_examples=config.train_examples, test_examples=config.test_examples)
     made = make_canaries(canary_kind, data, canaries, config.seed, pattern_scale=pattern_scale)
-    result = run(config, perf, tracker, data=with_canaries(made), keep_model=True)
+    result = run(r, perf, tracker, data=with_canaries(made), keep_model=True)
     # score on a plain copy of the trained model: a method's wrapper (Opacus' per-sample hooks) stays out
     model = model_for(config, data.info, result.norm).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
@@ -564,7 +568,7 @@ def audit(config: RunConfig, *, canaries: int = 1000, canary_kind: str = "random
     outcomes = [(bound_fixed_guesses if s in ONE_TEST else bound_for_scores)(
         values[s], made.included, delta=delta, beta=beta, n_tests=n_tests, score=s) for s in scores]
     out = AuditResult(config.method, config.privacy.epsilon, canary_kind, canaries,
-                      result.metrics["final_test_accuracy"], outcomes, result.claim.scope,
+                      result.metrics[names.METRIC_FINAL_TEST_ACCURACY], outcomes, result.claim.scope,
                       getattr(tracker, "run_id", None), tests=n_tests)
     if tracker is not None and tracker.run_id is not None:
         _log_audit(tracker, out)
@@ -579,11 +583,11 @@ def _log_audit(tracker, out: AuditResult) -> None:
     for threat in names.THREATS:
         o = out.best_of(threat)
         if o is not None:
-            metrics[f"{names.METRIC_EPSILON_LB}.{threat}"] = o.epsilon_lb
-            metrics[f"{names.METRIC_EPSILON_LB_CEILING}.{threat}"] = o.ceiling
+            metrics[names.METRIC_THREAT_BOUND.format(threat)] = o.epsilon_lb
+            metrics[names.METRIC_THREAT_CEILING.format(threat)] = o.ceiling
     for o in out.outcomes:
-        metrics[f"{names.METRIC_EPSILON_LB}.{o.score}"] = o.epsilon_lb
-        metrics[f"ceiling.{o.score}"] = o.ceiling
+        metrics[names.METRIC_AUDIT_SCORE_BOUND.format(o.score)] = o.epsilon_lb
+        metrics[names.METRIC_AUDIT_SCORE_CEILING.format(o.score)] = o.ceiling
     tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: out.canary_kind,
                                   names.TAG_AUDIT_MODE: "one_run",
                                   names.TAG_AUDIT_SCORES: ",".join(o.score for o in out.outcomes)})

@@ -51,6 +51,7 @@ from .audit import (
 )
 from .executors import get_executor
 from .harness import model_for, run
+from .resolve import ResolvedRun, resolved
 
 
 # --- the statistics ------------------------------------------------------------------------------------------
@@ -183,26 +184,29 @@ def _cached_canary(spec: CanarySpec, dataset: str, data_dir: str | None, train_e
     return data, make_canaries(spec.kind, data, 1, spec.seed, pattern_scale=spec.pattern_scale, reference=0)
 
 
-def score_one_run(config: RunConfig, *, spec: CanarySpec, included: dict[int, bool], perf: PerfFlags) -> RunScore:
-    """Train ``config`` (its seed names the run) with or without the canary and score the canary (the unit an
-    executor ships; no MLflow run of its own)."""
+def score_one_run(run_: ResolvedRun | RunConfig, *, spec: CanarySpec, included: dict[int, bool],
+                  perf: PerfFlags) -> RunScore:
+    """Train the run (its seed names it) with or without the canary and score the canary (the unit an executor
+    ships; no MLflow run of its own)."""
     t0 = time.perf_counter()
+    config = resolved(run_).config
     data, made = _cached_canary(spec, config.dataset, config.data_dir, config.train_examples, config.test_examples,
                                 perf.resolve_device())
     inc = bool(included[config.seed])
     made = dataclasses.replace(made, included=np.array([inc]))
-    result = run(config, perf, data=with_canaries(made), keep_model=True)
+    result = run(run_, perf, data=with_canaries(made), keep_model=True)
     model = model_for(config, data.info, result.norm).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
     if spec.score in BLACK_BOX:
         value = black_box_scores(model, made.x, made.y)[spec.score]
     else:
         value = white_box_scores(model, result.initial_state, made.x, made.y, [spec.score], made.support)[spec.score]
-    return RunScore(config.seed, inc, float(value[0]), float(result.metrics["final_test_accuracy"]),
+    return RunScore(config.seed, inc, float(value[0]), float(result.metrics[names.METRIC_FINAL_TEST_ACCURACY]),
                     time.perf_counter() - t0)
 
 
-def _lost(config: RunConfig, error: str, *, included: dict[int, bool]) -> RunScore:
+def _lost(run_: ResolvedRun | RunConfig, error: str, *, included: dict[int, bool]) -> RunScore:
+    config = resolved(run_).config
     return RunScore(config.seed, bool(included[config.seed]), math.nan, math.nan, 0.0, error)
 
 
@@ -251,12 +255,12 @@ class MultiRunResult:
 
     def as_json(self) -> dict[str, Any]:
         c = self.counts
-        return {"method": self.method, "epsilon_claimed": self.epsilon_claimed, "canary_kind": self.canary_kind,
+        return {"method": self.method, "epsilon_claimed": self.epsilon_claimed, names.TAG_CANARY_KIND: self.canary_kind,
                 "score": self.score, "threat": self.threat, "runs": self.runs, "failed": self.failed,
                 "threshold": self.rule.tau, "direction": self.rule.direction, "side": self.rule.side,
                 "rule": self.rule.describe(),
                 "test_half": {"tp": c.tp, "fn": c.fn, "fp": c.fp, "tn": c.tn},
-                "epsilon_lb": self.epsilon_lb, "epsilon_lb_ceiling": self.ceiling,
+                names.METRIC_EPSILON_LB: self.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: self.ceiling,
                 "selection_half_bound": self.selection_bound, "wall_s": self.wall_s,
                 "median_test_accuracy": self.median_test_accuracy, "run_id": self.run_id,
                 "per_run": [[r.seed, r.included, r.score] for r in self.scores]}
@@ -268,11 +272,14 @@ def check_runs(runs: int) -> None:
                           "without; a bound near 3 needs about 400)")
 
 
-def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: str, perf: PerfFlags | None = None,
+def multi_run_audit(config: ResolvedRun | RunConfig, *, runs: int, canary_kind: str, score: str, perf: PerfFlags | None = None,
                     tracker=None, executor: str = "local", executor_options: dict[str, Any] | None = None,
                     beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> MultiRunResult:
-    """N runs of ``config`` (seeds config.seed, config.seed + 1, ...), half with one canary; the bound as above."""
+    """N runs of ``config`` (seeds config.seed, config.seed + 1, ...), half with one canary; the bound as above.
+    The configuration is resolved once; its N runs share the resolution (only the seed differs)."""
     check_runs(runs)
+    resolution = resolved(config)
+    config = resolution.config
     check_no_holdout(config)
     perf = perf or PerfFlags(progress=False)
     base_seed = config.seed
@@ -286,7 +293,7 @@ def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: st
     got = read_journal(journal)
     earlier_s = sum(r.seconds for r in got.values())  # the run time a resumed audit spent before its stop
     configs = [dataclasses.replace(config, seed=base_seed + i) for i in range(runs)]
-    todo = [c for c in configs if c.seed not in got]
+    todo = [resolution.with_config(c) for c in configs if c.seed not in got]
     worker_perf = dataclasses.replace(perf, progress=False)
     runner = get_executor(executor, **(executor_options or {}))
     run_one = functools.partial(score_one_run, spec=spec, included=which, perf=worker_perf)
@@ -317,37 +324,30 @@ def multi_run_audit(config: RunConfig, *, runs: int, canary_kind: str, score: st
                          test.perfect().bound(rule.side, delta=delta, beta=beta), selection, runs - len(ok), wall,
                          float(np.median([r.test_accuracy for r in ok])), ordered)
     if tracker is not None:
-        _log(tracker, config, out)
+        _log(tracker, resolution, out)
         out.run_id = tracker.run_id
     journal.unlink(missing_ok=True)
     return out
 
 
-def _log(tracker, config: RunConfig, out: MultiRunResult) -> None:
-    from inputdp.core.config import precision
-    from inputdp.methods import create_method
-
-    from .presets import preset_options
-
-    method = create_method(config.method, dict(config.method_options))
-    calibration = method.calibrate(config.privacy)
-    params = {**config.flat(), **{f"noise.{k}": v for k, v in calibration.noise.items()},
-              "audit.runs": out.runs, "audit.score": out.score, "audit.threshold": out.rule.tau,
-              "audit.direction": out.rule.direction, "audit.side": out.rule.side}
-    tags = {names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
-            names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_SEED: str(config.seed),
-            names.TAG_PRECISION: precision(PerfFlags()), **method.claim().as_tags(),
-            names.TAG_VARIANT: method.variant(preset_options(config.preset, config.dataset, config.method))}
+def _log(tracker, r: ResolvedRun, out: MultiRunResult) -> None:
+    """The audit as one MLflow run: the configuration's params and tags (its resolution's), the rule and counts."""
+    config = r.config
+    params = {**r.params(), names.PARAM_AUDIT.format("runs"): out.runs, names.PARAM_AUDIT.format("score"): out.score,
+              names.PARAM_AUDIT.format("threshold"): out.rule.tau,
+              names.PARAM_AUDIT.format("direction"): out.rule.direction, names.PARAM_AUDIT.format("side"): out.rule.side}
+    tags = {k: v for k, v in r.tags().items() if k != names.TAG_CONFIG_KEY}  # the audit's own key is set by the caller
     tracker.on_start(config, params, tags)
     c = out.counts
     metrics = {names.METRIC_EPSILON_LB: out.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: out.ceiling,
-               f"{names.METRIC_EPSILON_LB}.{out.threat}": out.epsilon_lb,
-               f"{names.METRIC_EPSILON_LB_CEILING}.{out.threat}": out.ceiling,
-               f"{names.METRIC_EPSILON_LB}.{out.score}": out.epsilon_lb,
+               names.METRIC_THREAT_BOUND.format(out.threat): out.epsilon_lb,
+               names.METRIC_THREAT_CEILING.format(out.threat): out.ceiling,
+               names.METRIC_AUDIT_SCORE_BOUND.format(out.score): out.epsilon_lb,
                names.METRIC_AUDIT_RUNS: out.runs, names.METRIC_AUDIT_TESTS: 1,
                names.METRIC_AUDIT_GUESSES: c.tp + c.fn + c.fp + c.tn, names.METRIC_AUDIT_CORRECT: c.tp + c.tn,
-               "audit_tp": c.tp, "audit_fn": c.fn, "audit_fp": c.fp, "audit_tn": c.tn, "audit_failed": out.failed,
-               "audit_selection_bound": out.selection_bound, "audit_wall_s": out.wall_s,
+               names.METRIC_AUDIT_TP: c.tp, names.METRIC_AUDIT_FN: c.fn, names.METRIC_AUDIT_FP: c.fp,
+               names.METRIC_AUDIT_TN: c.tn, names.METRIC_AUDIT_FAILED: out.failed,
+               names.METRIC_AUDIT_SELECTION_BOUND: out.selection_bound, names.METRIC_AUDIT_WALL: out.wall_s,
                names.METRIC_FINAL_TEST_ACCURACY: out.median_test_accuracy}
     tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: out.score, names.TAG_CANARY_KIND: out.canary_kind,
                                   names.TAG_AUDIT_MODE: "multi_run", names.TAG_AUDIT_SCORES: out.score})

@@ -14,7 +14,7 @@ import random
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -23,17 +23,16 @@ import torch
 from torch import nn
 
 from inputdp.core import names
-from inputdp.core.config import PerfFlags, RunConfig, precision, run_key
+from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
 from inputdp.datasets.digest import fingerprint_of_arrays
-from inputdp.methods import create_method
 from inputdp.methods.augment import random_crop_flip
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
 from .memory import PeakMemory
 from .models import MODELS, build_model
-from .presets import preset_options, view_of
+from .resolve import ResolvedRun, resolved
 from .sampling import batch_generator, epoch_lengths, poisson_batches
 
 TRAIN_EVAL_EXAMPLES = 10000
@@ -97,23 +96,35 @@ def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int
 
 @dataclass
 class Prepared:
-    """Everything a run builds before its first step (also used by ``bench speed`` and the audit)."""
+    """Everything a run builds before its first step (also used by ``bench speed``, gpu-check and the audit)."""
 
-    config: RunConfig
+    resolved: ResolvedRun  # the configuration (with its data's fingerprint), its calibration and claim
     device: str
     data: TensorData
     method: Method
     model: nn.Module
     optimizer: torch.optim.Optimizer
-    calibration: Calibration
-    claim: PrivacyClaim
-    norm: str
     lr_info: dict[str, Any]
-    calibration_seconds: float
-    initial_state: dict[str, torch.Tensor] | None = None
     perf: PerfFlags = field(default_factory=PerfFlags)
+    initial_state: dict[str, torch.Tensor] | None = None
     step_model: nn.Module | None = None  # what train_step is called with (the compiled model under --compile)
     frontend_seconds: float = 0.0  # computing a fixed frontend's features once (scattering models), else 0
+
+    @property
+    def config(self) -> RunConfig:
+        return self.resolved.config
+
+    @property
+    def calibration(self) -> Calibration:
+        return self.resolved.calibration
+
+    @property
+    def claim(self) -> PrivacyClaim:
+        return self.resolved.claim
+
+    @property
+    def norm(self) -> str:
+        return self.resolved.norm
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
         """One training step with the run's speed flags (channels-last input; the method applies autocast)."""
@@ -121,6 +132,44 @@ class Prepared:
             x = x.contiguous(memory_format=torch.channels_last)
         model = self.step_model if self.step_model is not None else self.model
         return self.method.train_step(model, self.optimizer, x, y)
+
+
+@dataclass
+class Steps:
+    """What :func:`timed_steps` measured: the wall time of the steps (device synchronised at both ends), the batch
+    sizes, and the losses summed on the device (read once, by the caller)."""
+
+    seconds: float
+    sizes: list[int]
+    loss_sum: torch.Tensor
+    losses: int
+
+
+def timed_steps(p: Prepared, batches: Iterable[torch.Tensor], *, augmenter: torch.Generator | None = None,
+                before: Callable[[], None] | None = None,
+                after: Callable[[torch.Tensor], None] | None = None) -> Steps:
+    """The one timing loop: the steps of ``p`` on the index batches, timed as one block (an epoch of a run, one
+    interleaved step of ``bench speed``, the timed steps of gpu-check). Each step takes the batch's examples,
+    augments them when the run does, calls ``before`` (the learning-rate warm-up) and ``after(idx)`` around it."""
+    data = p.data
+    loss_sum, losses, sizes = torch.zeros((), device=p.device), 0, []
+    synchronize(p.device)
+    t0 = time.perf_counter()
+    for idx in batches:
+        x, y = data.x_train[idx], data.y_train[idx]
+        if augmenter is not None:
+            x = random_crop_flip(x, augmenter)
+        if before is not None:
+            before()
+        loss = p.step(x, y)
+        if after is not None:
+            after(idx)
+        if loss is not None:  # summed on the device, read once per block
+            loss_sum += loss.float()
+            losses += 1
+        sizes.append(int(idx.shape[0]))  # the shape is known on the host: no sync
+    synchronize(p.device)
+    return Steps(time.perf_counter() - t0, sizes, loss_sum, losses)
 
 
 def _check_speed_flags(method: Method, perf: PerfFlags) -> None:
@@ -180,31 +229,30 @@ def with_frontend_features(model: nn.Module, data: TensorData, *, augmented: boo
     return dataclasses.replace(data, x_train=x_train, x_test=x_test), time.perf_counter() - t0
 
 
-def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None, *,
+def prepare(run: ResolvedRun | RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None, *,
             keep_initial: bool = False) -> Prepared:
+    """Data, model, optimizer and method of a run, ready for its first step. ``run`` is resolved once (a bare
+    configuration is resolved here: its one calibration)."""
     perf = perf or PerfFlags()
     device = perf.resolve_device()
     if perf.threads:
         torch.set_num_threads(perf.threads)
+    r = resolved(run)
+    config = r.config
     seed_everything(config.seed)
-    method = create_method(config.method, dict(config.method_options))
-    method.check_holdout(config.holdout)
+    method = r.method()
     loaded_here = data is None
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
                                 train_examples=config.train_examples, test_examples=config.test_examples)
-    config = _with_fingerprint(config, data, check=loaded_here)
+    r = r.with_config(_with_fingerprint(config, data, check=loaded_here))
+    config = r.config
     if config.holdout:
         check_holdout(config.holdout, data.train_size)
     config.privacy.check_delta_for(data.train_size - config.holdout)
     _warn_tiny_batches(config, data.train_size - config.holdout)
-    t0 = time.perf_counter()
-    calibration = method.calibrate(config.privacy)
-    calibration_seconds = time.perf_counter() - t0
-    claim = method.claim()
-    norm = method.default_norm if config.norm == "auto" else config.norm
     info = data.info
-    model = model_for(config, info, norm).to(device)
+    model = model_for(config, info, r.norm).to(device)
     key = (config.dataset, config.data_dir, config.train_examples, config.test_examples, device) if loaded_here else None
     data, frontend_seconds = with_frontend_features(model, data, augmented=config.augment or method.augments_inputs,
                                                     cache_key=key, progress=perf.progress)
@@ -216,15 +264,14 @@ def prepare(config: RunConfig, perf: PerfFlags | None = None, data: TensorData |
     lr, lr_info = method.learning_rate(config.lr)
     optimizer = make_optimizer(config, model.parameters(), lr)
     setup = TrainingSetup(spec=config.privacy, train_size=data.train_size, num_classes=info.num_classes,
-                          device=device, grad_sample_mode=MODELS.get(config.model).grad_sample_mode)
+                          device=device, grad_sample_mode=MODELS.get(config.model).grad_sample_mode, amp=perf.amp)
     if perf.channels_last:
         model = model.to(memory_format=torch.channels_last)
-    method.amp = perf.amp
-    model, optimizer = method.prepare(model, optimizer, setup)
+    model, optimizer = method.begin(model, optimizer, setup)
     _check_speed_flags(method, perf)
     step_model = method.compile(model) if perf.compile else None
-    return Prepared(config, device, data, method, model, optimizer, calibration, claim, norm, lr_info,
-                    calibration_seconds, initial_state, perf, step_model, frontend_seconds)
+    return Prepared(r, device, data, method, model, optimizer, lr_info, perf, initial_state, step_model,
+                    frontend_seconds)
 
 
 _WARNED: set[tuple[str, float, int]] = set()
@@ -256,34 +303,24 @@ def _with_fingerprint(config: RunConfig, data: TensorData, *, check: bool) -> Ru
 
 
 def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
-    config = p.config
-    view, tried = view_of(config.preset, config.dataset, config.method)
-    variant = p.method.variant(preset_options(config.preset, config.dataset, config.method))
-    params: dict[str, Any] = dict(config.flat())
-    params.update({f"noise.{k}": v for k, v in p.calibration.noise.items()})
-    params.update({f"lr.{k}": v for k, v in p.lr_info.items()})
-    params["norm_used"] = p.norm
-    params["device"] = p.device
-    params["train_size"] = p.data.train_size
-    params["data.test_size"] = int(p.data.x_test.shape[0])
-    params["data.normalisation"] = p.data.info.normalisation
+    """The run's parameters and tags: the resolution's, and what the harness found (device, data, threads)."""
+    params = p.resolved.params()
+    params.update({f"{names.PARAM_LR}{k}": v for k, v in p.lr_info.items()})
+    params[names.PARAM_NORM_USED] = p.norm
+    params[names.PARAM_DEVICE] = p.device
+    params[names.PARAM_TRAIN_SIZE] = p.data.train_size
+    params[names.PARAM_TEST_SIZE] = int(p.data.x_test.shape[0])
+    params[names.PARAM_NORMALISATION] = p.data.info.normalisation
     if p.data.notes:
-        params["data.notes"] = " | ".join(p.data.notes)[:5000]
-    params["calibration.order"] = p.calibration.order
-    params["feature_dim"] = getattr(p.method.unwrap(p.model), "feature_dim", "")  # inside any wrapper (Opacus)
+        params[names.PARAM_DATA_NOTES] = " | ".join(p.data.notes)[:5000]
+    # inside any wrapper (Opacus)
+    params[names.PARAM_FEATURE_DIM] = getattr(p.method.unwrap(p.model), names.PARAM_FEATURE_DIM, "")
     params.update(p.perf.as_params())
     # the intra-op threads the run's float reductions were split over: the same configuration on another count gives
     # the same results to about 1e-7 per step, not bit for bit (tests/test_parallel.py)
-    params["perf.threads"] = torch.get_num_threads()
-    params.update({f"method.{k}": v for k, v in p.method.describe().items()})
-    tags = {
-        names.TAG_METHOD: config.method, names.TAG_DATASET: config.dataset, names.TAG_PRESET: config.preset,
-        names.TAG_MODEL: config.model, names.TAG_MATCH_KEY: config.match_key(), names.TAG_CONFIG_KEY: run_key(config, p.perf),
-        names.TAG_PRECISION: precision(p.perf), names.TAG_VARIANT: variant,
-        names.TAG_VIEW: view, names.TAG_CONFIGS_TRIED: str(tried),
-        names.TAG_SEED: str(config.seed), names.TAG_NORM: p.norm, **p.claim.as_tags(),
-    }
-    return params, tags
+    params[names.PARAM_THREADS] = torch.get_num_threads()
+    params.update({f"{names.PARAM_METHOD}{k}": v for k, v in p.method.describe().items()})
+    return params, p.resolved.tags(p.perf)
 
 
 class _NullCallback:
@@ -293,7 +330,7 @@ class _NullCallback:
 
 
 def run(
-    config: RunConfig,
+    config: ResolvedRun | RunConfig,
     perf: PerfFlags | None = None,
     callback: RunCallback | None = None,
     *,
@@ -301,12 +338,13 @@ def run(
     keep_model: bool = False,
     step_hook: Callable[[int, torch.Tensor], None] | None = None,
 ) -> RunResult:
-    """Train and evaluate one configuration. ``callback`` receives params, per-epoch and final metrics."""
+    """Train and evaluate one configuration (resolved once: a bare configuration is resolved here). ``callback``
+    receives params, per-epoch and final metrics."""
     perf = perf or PerfFlags()
     callback = callback or _NullCallback()
     p = prepare(config, perf, data, keep_initial=keep_model)
     params, tags = _params_and_tags(p)
-    callback.on_start(config, params, tags)
+    callback.on_start(p.config, params, tags)
     try:
         result = _train(p, perf, callback, step_hook)
     except BaseException:
@@ -346,8 +384,8 @@ class _EpochReporter:
         self.epochs += 1
         metrics = dict(metrics)
         if phase is not None:
-            self.phase_times[f"time_{phase}_s"] = now - self.mark
-            metrics.setdefault("epoch_time_s", now - self.mark)
+            self.phase_times[names.METRIC_PHASE_TIME.format(phase)] = now - self.mark
+            metrics.setdefault(names.METRIC_EPOCH_TIME, now - self.mark)
         self.mark = now
         self.callback.on_epoch(self.epochs, metrics)
 
@@ -366,6 +404,26 @@ def _check_ledger(config: RunConfig, spent: float) -> None:
         raise PrivacyLedgerError(f"{config.method} spent epsilon={spent:.6g} > target {target:g}")
 
 
+def _final_metrics(p: Prepared, *, test_accuracy: float, times: list[float], peak_mb: float, spent: float,
+                   epochs: int, steps: int) -> dict[str, float]:
+    """A run's summary: its accuracy, its times (the first epoch apart: warm-up), memory and ledger."""
+    steady = times[1:] if len(times) > 1 else times
+    return {
+        names.METRIC_FINAL_TEST_ACCURACY: test_accuracy,
+        names.METRIC_WARMUP_EPOCH_TIME: times[0],
+        names.METRIC_MEAN_EPOCH_TIME: float(np.mean(steady)),
+        names.METRIC_MEDIAN_EPOCH_TIME: float(statistics.median(steady)),
+        names.METRIC_TOTAL_TRAIN_TIME: float(sum(times)),
+        names.METRIC_CALIBRATION_SECONDS: p.calibration.seconds,
+        names.METRIC_FRONTEND_SECONDS: p.frontend_seconds,
+        names.METRIC_PEAK_MEMORY: peak_mb,
+        names.METRIC_FINAL_EPSILON_SPENT: spent,
+        names.METRIC_EPSILON_TARGET: p.config.privacy.epsilon,
+        names.METRIC_EPOCHS: epochs,
+        names.METRIC_TOTAL_STEPS: steps,
+    }
+
+
 def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunResult:
     """A method with its own loop (PATE): timed as one phase, evaluated on the data it names, accounted."""
     config, method = p.config, p.method
@@ -380,97 +438,88 @@ def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunRes
     test_acc, test_loss = evaluate(out.model, out.x_eval, out.y_eval, config.eval_batch_size)
     spent = method.epsilon_spent(out.steps)
     _check_ledger(config, spent)
-    last = {"test_accuracy": test_acc, "test_loss": test_loss, "epoch_time_s": elapsed, "epsilon_spent": spent}
+    last = {names.METRIC_TEST_ACCURACY: test_acc, names.METRIC_TEST_LOSS: test_loss,
+            names.METRIC_EPOCH_TIME: elapsed, names.METRIC_EPSILON_SPENT: spent}
     report(last)
-    final = {
-        "final_test_accuracy": test_acc, "warmup_epoch_time_s": elapsed,
-        "mean_epoch_time_s": elapsed, "median_epoch_time_s": elapsed, "total_train_time_s": elapsed,
-        "calibration_seconds": p.calibration_seconds, "frontend_seconds": p.frontend_seconds,
-        "peak_memory_mb": memory.peak_mb,
-        "final_epsilon_spent": spent, "epsilon_target": config.privacy.epsilon, "epochs": 1,
-        "total_steps": out.steps, "eval_examples": int(out.y_eval.shape[0]), **report.phase_times, **out.metrics,
-        **p.claim.as_metrics(),
+    final = _final_metrics(p, test_accuracy=test_acc, times=[elapsed], peak_mb=memory.peak_mb, spent=spent,
+                           epochs=1, steps=out.steps)
+    final.update({names.METRIC_EVAL_EXAMPLES: int(out.y_eval.shape[0]), **report.phase_times, **out.metrics,
+                  **p.claim.as_metrics()})
+    return RunResult(p.config, final, [last], p.claim, p.calibration, p.norm, p.lr_info, out.model)
+
+
+class _WarmUp:
+    """The linear learning-rate warm-up over the first ``steps`` steps (called before each step)."""
+
+    def __init__(self, optimizer: torch.optim.Optimizer, steps: int):
+        self.optimizer, self.steps, self.done = optimizer, steps, 0
+        self.base = [g["lr"] for g in optimizer.param_groups]
+
+    def __call__(self) -> None:
+        if self.steps and self.done <= self.steps:
+            for group, base in zip(self.optimizer.param_groups, self.base):
+                group["lr"] = base * min(1.0, (self.done + 1) / self.steps)
+        self.done += 1
+
+
+def _epoch_metrics(p: Prepared, steps: Steps, steps_done: int, eval_n: int) -> dict[str, float]:
+    """One epoch's record: its loss (read from the device once), the released model's accuracies, its time and
+    the epsilon spent so far."""
+    data, config = p.data, p.config
+    shown = p.method.released(p.model)
+    test_acc, test_loss = evaluate(shown, data.x_test, data.y_test, config.eval_batch_size)
+    train_acc, _ = evaluate(shown, data.x_train[:eval_n], data.y_train[:eval_n], config.eval_batch_size)
+    return {
+        names.METRIC_LOSS: float(steps.loss_sum) / steps.losses if steps.losses else float("nan"),
+        names.METRIC_TRAIN_ACCURACY: train_acc, names.METRIC_TEST_ACCURACY: test_acc,
+        names.METRIC_TEST_LOSS: test_loss, names.METRIC_EPOCH_TIME: steps.seconds,
+        names.METRIC_EPSILON_SPENT: p.method.epsilon_spent(steps_done), names.METRIC_STEPS: steps_done,
+        names.METRIC_MEAN_BATCH_SIZE: float(np.mean(steps.sizes)) if steps.sizes else 0.0,
     }
-    return RunResult(config, final, [last], p.claim, p.calibration, p.norm, p.lr_info, out.model)
 
 
 def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> RunResult:
+    """The epochs of a per-step method: Poisson batches through :func:`timed_steps`, evaluated after each."""
     if p.method.own_loop:
         return _fit_own_loop(p, perf, callback)
-    config, data, method, model, optimizer = p.config, p.data, p.method, p.model, p.optimizer
-    spec = config.privacy
+    config, spec = p.config, p.config.privacy
     sampler = batch_generator(p.device, config.seed)
-    augmenter = torch.Generator().manual_seed(config.seed + 1_000_003)
-    n = data.train_size
+    augmenter = torch.Generator().manual_seed(config.seed + 1_000_003) if config.augment else None
+    n = p.data.train_size
     eval_n = min(n, TRAIN_EVAL_EXAMPLES)
-    lengths = epoch_lengths(spec.sampling_rate, spec.steps)
     history: list[dict[str, float]] = []
-    steps_done = 0
-    model.train()
-    base_lrs = [g["lr"] for g in optimizer.param_groups]
-    warmup = config.lr_warmup_steps
+    warm_up = _WarmUp(p.optimizer, config.lr_warmup_steps)
+    done = [0]
+
+    def after(idx: torch.Tensor) -> None:
+        done[0] += 1
+        if step_hook is not None:
+            step_hook(done[0], idx)
+
+    lengths = epoch_lengths(spec.sampling_rate, spec.steps)
     progress = _progress(len(lengths), f"{config.method} {config.dataset} eps={spec.epsilon:g} seed={config.seed}",
                          perf.progress)
+    p.model.train()
     with PeakMemory(p.device) as memory:
         for epoch, length in enumerate(lengths, start=1):
-            loss_sum, losses, sizes = torch.zeros((), device=p.device), 0, []
-            synchronize(p.device)
-            t0 = time.perf_counter()
-            for idx in poisson_batches(n, spec.sampling_rate, length, sampler, p.device):
-                x, y = data.x_train[idx], data.y_train[idx]
-                if config.augment:
-                    x = random_crop_flip(x, augmenter)
-                if warmup and steps_done <= warmup:
-                    for group, base in zip(optimizer.param_groups, base_lrs):
-                        group["lr"] = base * min(1.0, (steps_done + 1) / warmup)
-                loss = p.step(x, y)
-                steps_done += 1
-                if step_hook is not None:
-                    step_hook(steps_done, idx)
-                if loss is not None:  # summed on the device, read once per epoch
-                    loss_sum += loss.float()
-                    losses += 1
-                sizes.append(int(idx.shape[0]))  # the shape is known on the host: no sync
-            synchronize(p.device)
-            epoch_time = time.perf_counter() - t0
-            shown = method.released(model)
-            test_acc, test_loss = evaluate(shown, data.x_test, data.y_test, config.eval_batch_size)
-            train_acc, _ = evaluate(shown, data.x_train[:eval_n], data.y_train[:eval_n], config.eval_batch_size)
-            spent = method.epsilon_spent(steps_done)
-            metrics = {
-                "loss": float(loss_sum) / losses if losses else float("nan"),
-                "train_accuracy": train_acc, "test_accuracy": test_acc, "test_loss": test_loss,
-                "epoch_time_s": epoch_time, "epsilon_spent": spent, "steps": steps_done,
-                "mean_batch_size": float(np.mean(sizes)) if sizes else 0.0,
-            }
+            steps = timed_steps(p, poisson_batches(n, spec.sampling_rate, length, sampler, p.device),
+                                augmenter=augmenter, before=warm_up, after=after)
+            metrics = _epoch_metrics(p, steps, done[0], eval_n)
             history.append(metrics)
             callback.on_epoch(epoch, metrics)
             if progress is not None:
-                progress.set_postfix(test_acc=f"{test_acc:.4f}", epoch_s=f"{epoch_time:.1f}")
+                progress.set_postfix(test_acc=f"{metrics[names.METRIC_TEST_ACCURACY]:.4f}", epoch_s=f"{steps.seconds:.1f}")
                 progress.update(1)
     if progress is not None:
         progress.close()
-    spent = method.epsilon_spent(steps_done)
+    spent = p.method.epsilon_spent(done[0])
     _check_ledger(config, spent)
-    times = [h["epoch_time_s"] for h in history]
-    steady = times[1:] if len(times) > 1 else times
-    final = {
-        "final_test_accuracy": history[-1]["test_accuracy"],
-        "final_train_accuracy": history[-1]["train_accuracy"],
-        "warmup_epoch_time_s": times[0],
-        "mean_epoch_time_s": float(np.mean(steady)),
-        "median_epoch_time_s": float(statistics.median(steady)),
-        "total_train_time_s": float(sum(times)),
-        "calibration_seconds": p.calibration_seconds,
-        "frontend_seconds": p.frontend_seconds,
-        "peak_memory_mb": memory.peak_mb,
-        "final_epsilon_spent": spent,
-        "epsilon_target": spec.epsilon,
-        "epochs": len(history),
-        "total_steps": steps_done,
-        **p.claim.as_metrics(),
-    }
-    return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, model)
+    final = _final_metrics(p, test_accuracy=history[-1][names.METRIC_TEST_ACCURACY],
+                           times=[h[names.METRIC_EPOCH_TIME] for h in history], peak_mb=memory.peak_mb, spent=spent,
+                           epochs=len(history), steps=done[0])
+    final[names.METRIC_FINAL_TRAIN_ACCURACY] = history[-1][names.METRIC_TRAIN_ACCURACY]
+    final.update(p.claim.as_metrics())
+    return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, p.model)
 
 
 def _progress(total: int, desc: str, enabled: bool, unit: str = "epoch"):

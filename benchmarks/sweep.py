@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig, run_key
+from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import canonical_name, dataset_info
 from inputdp.methods import METHODS
@@ -22,6 +22,7 @@ from inputdp.methods import METHODS
 from .executors import get_executor
 from .models import check_size
 from .presets import PRESETS
+from .resolve import ResolvedRun, resolve_all, resolved
 from .sampling import steps_per_epoch
 from .tracking import MLflowTracker, reap, run_name, runs_with_key
 
@@ -127,20 +128,11 @@ def expand(*, methods: Sequence[str], dataset: str, preset: str, epsilons: Seque
     return configs
 
 
-def check_feasible(configs: Sequence[RunConfig]) -> None:
-    """Calibrate each distinct (method, options, privacy) once, before any data is loaded or run started: a target
-    a method cannot meet (or a held-out run it cannot take) is refused in one line up front, not after the first runs
-    of a sweep (milliseconds each)."""
-    from inputdp.methods import create_method
-
-    seen: set[str] = set()
-    for c in configs:
-        key = repr((c.method, sorted(c.method_options.items()), c.privacy))
-        if key not in seen:
-            seen.add(key)
-            method = create_method(c.method, c.method_options)
-            method.check_holdout(c.holdout)
-            method.calibrate(c.privacy)
+def check_feasible(configs: Sequence[RunConfig]) -> list[ResolvedRun]:
+    """Resolve every configuration (one calibration per distinct method, options and budget), before any data is
+    loaded or run started: a target a method cannot meet (or a held-out run it cannot take) is refused in one line
+    up front, not after the first runs of a sweep. Returns the resolutions, which the sweep runs."""
+    return resolve_all(configs)
 
 
 @dataclass
@@ -168,30 +160,31 @@ class SweepOutcome:
         self.marked_failed += summary.marked_failed
 
 
-def run_configuration(config: RunConfig, tracking_uri: str | None, experiment: str, perf: PerfFlags,
+def run_configuration(run: ResolvedRun | RunConfig, tracking_uri: str | None, experiment: str, perf: PerfFlags,
                       skip_finished: bool = True) -> RunSummary:
     """Run one configuration unless the store has it FINISHED or another live process runs it.
 
     The unit every executor ships: the claim happens where the run happens, so local, Ray and SLURM workers
     all honour it.
     """
-    from .harness import run
+    from .harness import run as run_one
 
     tracker = MLflowTracker(tracking_uri, experiment)  # a store it cannot use is refused before the data are read
-    config = with_data_fingerprint(config)
+    r = resolved(run)
+    r = r.with_config(with_data_fingerprint(r.config))
     marked = 0
     if skip_finished:
-        claim = tracker.claim(run_key(config, perf), run_name(config))
+        claim = tracker.claim(r.key(perf), run_name(r.config))
         marked = claim.marked_failed
         if claim.status == "finished":
-            return RunSummary(config, "skipped", marked_failed=marked)
+            return RunSummary(r.config, "skipped", marked_failed=marked)
         if claim.status == "elsewhere":
-            return RunSummary(config, "elsewhere", marked_failed=marked, error=claim.holder)
+            return RunSummary(r.config, "elsewhere", marked_failed=marked, error=claim.holder)
     try:
-        result = run(config, perf, tracker)
+        result = run_one(r, perf, tracker)
     finally:
         tracker.release()
-    return RunSummary(config, "ran", dict(result.metrics), marked)
+    return RunSummary(r.config, "ran", dict(result.metrics), marked)
 
 
 def with_data_fingerprint(config: RunConfig) -> RunConfig:
@@ -204,24 +197,29 @@ def with_data_fingerprint(config: RunConfig) -> RunConfig:
     return config.replace(data_fingerprint=data_fingerprint(config.dataset, config.data_dir))
 
 
-def mark_lost_run(config: RunConfig, error: str, *, tracking_uri: str | None, experiment: str,
+def mark_lost_run(run: ResolvedRun | RunConfig, error: str, *, tracking_uri: str | None, experiment: str,
                   perf: PerfFlags) -> RunSummary:
     """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
+    r = resolved(run)
     try:
         tracker = MLflowTracker(tracking_uri, experiment)
-        config = with_data_fingerprint(config)
-        runs = runs_with_key(tracker.client, tracker.experiment_id, run_key(config, perf))
+        r = r.with_config(with_data_fingerprint(r.config))
+        runs = runs_with_key(tracker.client, tracker.experiment_id, r.key(perf))
         marked = reap(tracker.client, tracker.experiment_id, runs)[1]
     except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then
         marked = 0
-    return RunSummary(config, "failed", marked_failed=marked, error=error)
+    return RunSummary(r.config, "failed", marked_failed=marked, error=error)
 
 
-def run_sweep(configs: Sequence[RunConfig], *, tracking_uri: str | None = None, experiment: str = "inputdp",
+def run_sweep(configs: Sequence[ResolvedRun | RunConfig], *, tracking_uri: str | None = None, experiment: str = "inputdp",
               perf: PerfFlags | None = None, skip_finished: bool = True, executor: str = "local",
               executor_options: dict[str, Any] | None = None) -> SweepOutcome:
-    """Run every configuration through an executor (``local``, ``ray``, ``submitit``); see executors.py."""
+    """Run every configuration through an executor (``local``, ``ray``, ``submitit``); see executors.py. Bare
+    configurations are resolved first (one calibration each); resolved ones are run as they are."""
     perf = perf or PerfFlags()
+    runs = [c if isinstance(c, ResolvedRun) else None for c in configs]
+    if any(r is None for r in runs):
+        runs = resolve_all([c.config if isinstance(c, ResolvedRun) else c for c in configs])
     runner = get_executor(executor, **(executor_options or {}))
     runner.check_tracking_uri(tracking_uri)
     remote = executor != "local" or getattr(runner, "workers", 1) > 1
@@ -232,12 +230,13 @@ def run_sweep(configs: Sequence[RunConfig], *, tracking_uri: str | None = None, 
                                 skip_finished=skip_finished)
     lost = functools.partial(mark_lost_run, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf)
     outcome = SweepOutcome()
-    for summary in runner.map(configs, run_one=run_one, lost=lost, perf=perf):
+    for summary in runner.map(runs, run_one=run_one, lost=lost, perf=perf):
         outcome.add(summary)
+
     def plain(c: RunConfig) -> str:  # a summary's config carries its data's fingerprint, the sweep's may not
         return c.replace(data_fingerprint="").key()
 
-    order = {plain(c): i for i, c in enumerate(configs)}  # parallel runs finish in any order: report in the sweep's
+    order = {plain(r.config): i for i, r in enumerate(runs)}  # parallel runs finish in any order: report in the sweep's
     for part in (outcome.ran, outcome.skipped, outcome.failed, outcome.elsewhere):
         part.sort(key=lambda r: order.get(plain(r.config), len(order)))
     return outcome

@@ -396,7 +396,7 @@ class MLflowTracker:
         self.started = True
         self._beat()
         self.client.log_batch(self.run_id, params=[Param(k, _param_value(v)) for k, v in params.items()],
-                              tags=[*extra, RunTag("status_note", "started")])
+                              tags=[*extra, RunTag(names.TAG_STATUS_NOTE, "started")])
         self._log_dataset(config, params)
 
     def _log_dataset(self, config, params: dict[str, Any]) -> None:
@@ -407,7 +407,8 @@ class MLflowTracker:
         if not config.data_fingerprint:
             return
         source = json.dumps({"dataset": config.dataset, "data_dir": str(config.data_dir or "")})
-        profile = json.dumps({"train_examples": params.get("train_size"), "test_examples": params.get("data.test_size")})
+        profile = json.dumps({"train_examples": params.get(names.PARAM_TRAIN_SIZE),
+                              "test_examples": params.get(names.PARAM_TEST_SIZE)})
         dataset = Dataset(name=config.dataset, digest=config.data_fingerprint, source_type="local", source=source,
                           profile=profile)
         self.client.log_inputs(self.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "training")])])

@@ -69,6 +69,8 @@ class TrainingSetup:
     device: str
     #: the fastest valid per-example-gradient mode for this model (the model registry's measured hint)
     grad_sample_mode: str = "hooks"
+    #: the run's autocast mode (``--amp``): the network's forward and backward only
+    amp: str = "none"
 
 
 class Method(ABC):
@@ -89,7 +91,7 @@ class Method(ABC):
     #: options that make a different recipe of the same method: a run whose value differs from the default is its
     #: own leaderboard row ("pate [student=semi_supervised]"), not a seed of the default's
     variant_options: ClassVar[tuple[str, ...]] = ()
-    #: the autocast mode of the run (``--amp``), set by the harness before ``prepare``
+    #: the autocast mode of the run (``--amp``), from the run's TrainingSetup (:meth:`begin`)
     amp: str = "none"
     #: True for a method that releases one noisy vector per sampled example (its claim is about those vectors);
     #: such a method hands each step's released vectors (detached, one row per example, in the batch's order) to
@@ -111,12 +113,17 @@ class Method(ABC):
         """Choose the noise for ``spec`` and remember it (with the spec); returns the calibration.
 
         The search itself is :meth:`noise_for`, which must not change the method: calibrating twice, or for
-        another spec, gives what one call on a fresh instance gives.
+        another spec, gives what one call on a fresh instance gives. The harness never calls this: a run's
+        calibration is computed once (``inputdp.benchmarks.resolve``) and handed over with :meth:`adopt`.
         """
         t0 = time.perf_counter()
         calibration = replace(self.noise_for(spec), seconds=time.perf_counter() - t0)
-        self.spec, self.calibration = spec, calibration
+        self.adopt(spec, calibration)
         return calibration
+
+    def adopt(self, spec: PrivacySpec, calibration: Calibration) -> None:
+        """Use ``calibration``, computed by :meth:`noise_for` for ``spec`` on a method with these options."""
+        self.spec, self.calibration = spec, calibration
 
     @abstractmethod
     def noise_for(self, spec: PrivacySpec) -> Calibration:
@@ -174,9 +181,18 @@ class Method(ABC):
         """The rate the optimizer uses, and what to record about how it was chosen."""
         return base_lr, {"lr_rule": "fixed", "lr_effective": base_lr}
 
+    def begin(
+        self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup
+    ) -> tuple[nn.Module, torch.optim.Optimizer]:
+        """What the harness calls once per run: the method takes the run's setup (its autocast mode) and prepares
+        the model and optimizer (:meth:`prepare`, the hook a method overrides)."""
+        self.amp = setup.amp
+        return self.prepare(model, optimizer, setup)
+
     def prepare(
         self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup
     ) -> tuple[nn.Module, torch.optim.Optimizer]:
+        """Wrap the model and optimizer as the mechanism needs (DP-SGD: per-example clipping and noise)."""
         return model, optimizer
 
     def variant(self, baseline: Mapping[str, Any] | None = None) -> str:

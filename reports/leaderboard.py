@@ -19,11 +19,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from inputdp.benchmarks.audit import BLACK_BOX
 from inputdp.core import names
+from inputdp.methods import reference_method
 
 #: one leaderboard row per recipe and budget: runs at another (q, T) are another configuration, not more seeds
 GROUP = ["dataset", "preset", "model", "method", "epsilon", "q", "T"]
-BLACK_BOX = ("loss", "margin", "reference_rank")  # the audit's black-box scores (benchmarks.audit.BLACK_BOX)
 THREAT = {
     "nothing": "no privacy",
     "inputs": "inputs private; labels public",
@@ -96,7 +97,7 @@ def _recipe_suffix(runs: pd.DataFrame) -> pd.Series:
     method, and "lr_rule=kappa" where its lr_rule does and its variant tag does not say so (runs logged before
     lr_rule was a variant option), so that two recipes never share a leaderboard row."""
     method, dataset, preset = (_col(runs, f"tags.{t}") for t in (names.TAG_METHOD, names.TAG_DATASET, names.TAG_PRESET))
-    lr_rule = _col(runs, "params.method_options.lr_rule")
+    lr_rule = _col(runs, f"params.{names.PARAM_METHOD_OPTIONS}lr_rule")
     variant = _col(runs, f"tags.{names.TAG_VARIANT}", "").fillna("").astype(str)
     settings = {k: _col(runs, f"params.{k}") for k in RECIPE_SETTINGS}
     baselines: dict[tuple, dict[str, str] | None] = {}
@@ -157,18 +158,19 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     kind = _col(runs, f"tags.{names.TAG_KIND}", "train").fillna("train")
     out = pd.DataFrame({
         "run_id": runs["run_id"],
-        "dataset": _data_labels(_col(runs, f"tags.{names.TAG_DATASET}"), _col(runs, "params.data_fingerprint"),
+        "dataset": _data_labels(_col(runs, f"tags.{names.TAG_DATASET}"), _col(runs, f"params.{names.PARAM_DATA_FINGERPRINT}"),
                                 _col(runs, "start_time")),
         "preset": _col(runs, f"tags.{names.TAG_PRESET}"),
         "model": _col(runs, f"params.{names.PARAM_MODEL}"),
         "method": _method_label(_col(runs, f"tags.{names.TAG_METHOD}"), _col(runs, f"tags.{names.TAG_PRECISION}"),
                                 _join_variant(_col(runs, f"tags.{names.TAG_VARIANT}"), _recipe_suffix(runs)),
-                                _col(runs, "params.holdout")),
+                                _col(runs, f"params.{names.PARAM_HOLDOUT}")),
         "epsilon": pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce"),
         "delta": pd.to_numeric(_col(runs, f"params.{names.PARAM_DELTA}"), errors="coerce"),
         "q": pd.to_numeric(_col(runs, f"params.{names.PARAM_SAMPLING_RATE}"), errors="coerce"),
         "T": pd.to_numeric(_col(runs, f"params.{names.PARAM_STEPS}"), errors="coerce"),
         "seed": _col(runs, f"tags.{names.TAG_SEED}"),
+        "method_name": _col(runs, f"tags.{names.TAG_METHOD}"),
         "match_key": _col(runs, f"tags.{names.TAG_MATCH_KEY}"),
         "norm": _col(runs, f"tags.{names.TAG_NORM}"),
         "test_accuracy": _col(runs, f"metrics.{names.METRIC_FINAL_TEST_ACCURACY}"),
@@ -191,7 +193,7 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "canary_kind": _col(runs, f"tags.{names.TAG_CANARY_KIND}"),
         "audit_mode": _col(runs, f"tags.{names.TAG_AUDIT_MODE}", "one_run").fillna("one_run"),
         "audit_runs": _col(runs, f"metrics.{names.METRIC_AUDIT_RUNS}"),
-        "train_examples": _col(runs, "params.train_examples"),
+        "train_examples": _col(runs, f"params.{names.PARAM_TRAIN_EXAMPLES}"),
         "kind": kind,
     })
     best_score = _col(runs, f"tags.{names.TAG_AUDIT_BEST_SCORE}")
@@ -242,11 +244,14 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
             "threat_model": _threat(g["protects"].iloc[0], g["needs_public_data"].iloc[0]),
             "match_key": g["match_key"].iloc[0],
             "protects": g["protects"].iloc[0],
+            "method_name": g["method_name"].iloc[0],
         })
         rows.append(row)
     board = pd.DataFrame(rows)
-    # the reference is the method that protects nothing (the non-private baseline), whatever its name
-    ref = board[board["protects"] == "nothing"].set_index(["dataset", "preset"])["median_epoch_time_s"]
+    # the reference is the registered method that spends no budget (the non-private baseline), its plain recipe
+    reference = reference_method()
+    plain = (board["method_name"] == reference) & (board["method"] == reference)
+    ref = board[plain].set_index(["dataset", "preset"])["median_epoch_time_s"]
     board["time_ratio_to_nonprivate"] = [
         r.median_epoch_time_s / ref.get((r.dataset, r.preset), np.nan) if (r.dataset, r.preset) in ref.index else np.nan
         for r in board.itertuples()

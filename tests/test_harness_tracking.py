@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from inputdp.benchmarks.harness import PrivacyLedgerError, run
+from inputdp.benchmarks.resolve import resolve
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep, with_data_fingerprint
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 from inputdp.core.config import PerfFlags
@@ -58,8 +59,8 @@ def test_sweep_skips_finished_and_reruns_unfinished(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale_cfg = configs[0].replace(seed=7)
     c = client(uri)
-    c.create_run(experiment_id(c), tags={"config_key": with_data_fingerprint(stale_cfg).key(), "pid": dead.stdout.strip(),
-                                         "host": socket.gethostname()})
+    c.create_run(experiment_id(c), tags={"config_key": resolve(with_data_fingerprint(stale_cfg)).key(),
+                                         "pid": dead.stdout.strip(), "host": socket.gethostname()})
     second = run_sweep([*configs, stale_cfg], tracking_uri=uri, perf=QUIET)
     assert len(second.skipped) == 3 and len(second.ran) == 1 and second.marked_failed == 1
     c = client(uri)

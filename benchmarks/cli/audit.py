@@ -32,28 +32,30 @@ def cmd_audit(args: argparse.Namespace) -> int:
                               epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate,
                               model=args.model, model_width=args.model_width, train_examples=args.train_examples,
                               data_dir=args.data_dir, method_options=parse_options(args.option, [method])))
-    check_feasible([config])
+    (resolution,) = check_feasible([config])  # the one calibration of the audited configuration
     scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
     if args.runs is not None:
         if args.canaries is not None:
             raise ConfigError(f"--canaries {args.canaries} is not allowed with --runs: each run of a multi-run audit "
                               "holds one canary (or none)")
-        return _multi_run_audit(args, config, scale)
+        return _multi_run_audit(args, resolution, scale)
     args.canaries = 1000 if args.canaries is None else args.canaries
     scores = resolve_scores(args.score, args.canary_kind, config.model)
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
                     model=config.model)
-    tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)  # the store first
     from inputdp.benchmarks.sweep import with_data_fingerprint
 
-    config = with_data_fingerprint(config)  # the audit, like the run it concerns, names its data by content
+    # the audit, like the run it concerns, names its data by content (read and checked before the store is opened)
+    resolution = resolution.with_config(with_data_fingerprint(config))
+    config = resolution.config
+    tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
     if tracker is not None:
         tracker.extra_tags.update({
             names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
-            names.TAG_CONFIG_KEY: f"audit:{config.key()}:{args.canary_kind}:{args.canaries}:{scale:g}",
+            names.TAG_CONFIG_KEY: f"audit:{resolution.key()}:{args.canary_kind}:{args.canaries}:{scale:g}",
             names.TAG_PATTERN_SCALE: f"{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)
-    result = audit(config, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,
+    result = audit(resolution, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,
                    tracker=tracker, pattern_scale=scale)
     if args.json:
         print(json.dumps(result.as_json()))
@@ -68,7 +70,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
-def _multi_run_audit(args: argparse.Namespace, config, scale: float) -> int:
+def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
+    config = resolution.config
     from inputdp.benchmarks.audit import BLACK_BOX, check_arguments, resolve_scores
     from inputdp.benchmarks.audit_runs import check_runs, multi_run_audit
     from inputdp.benchmarks.executors import EXECUTORS
@@ -92,14 +95,15 @@ def _multi_run_audit(args: argparse.Namespace, config, scale: float) -> int:
     (score,) = scores
     from inputdp.benchmarks.sweep import with_data_fingerprint
 
+    resolution = resolution.with_config(with_data_fingerprint(resolution.config))
+    config = resolution.config
     tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
-    config = with_data_fingerprint(config)
     if tracker is not None:
         tracker.extra_tags.update({
             names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
-            names.TAG_CONFIG_KEY: f"audit-runs:{config.key()}:{args.canary_kind}:{score}:{args.runs}:{scale:g}"})
+            names.TAG_CONFIG_KEY: f"audit-runs:{resolution.key()}:{args.canary_kind}:{score}:{args.runs}:{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)
-    result = multi_run_audit(config, runs=args.runs, canary_kind=args.canary_kind, score=score, perf=perf,
+    result = multi_run_audit(resolution, runs=args.runs, canary_kind=args.canary_kind, score=score, perf=perf,
                              tracker=tracker, executor=args.executor, executor_options=executor_options(args),
                              pattern_scale=scale)
     if args.json:

@@ -6,6 +6,8 @@ import argparse
 import math
 import sys
 
+from inputdp.core import names
+
 from .common import add_run_flags, executor_options, parse_options, perf_flags
 
 
@@ -27,11 +29,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     configs = expand(methods=methods, dataset=args.dataset, preset=args.preset,
                      epsilons=parse_list(args.epsilons, float, "--epsilons"),
                      seeds=parse_list(args.seeds, int, "--seeds"), overrides=overrides)
-    check_feasible(configs)
+    runs = check_feasible(configs)  # each configuration resolved (calibrated) once, before any store is opened
     perf = perf_flags(args, progress=not args.no_progress)
     if args.executor == "local":
         perf.resolve_device()
-    outcome = run_sweep(configs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
+    outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args))
     if args.holdout:
         print(f"accuracy on {args.holdout} held-out training examples (--holdout), not on the test split")
@@ -40,9 +42,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     for r in outcome.ran:
         m, c = r.metrics, r.config
         eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
-        spent = "inf" if not math.isfinite(m["final_epsilon_spent"]) else f"{m['final_epsilon_spent']:.4f}"
-        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m['final_test_accuracy']:>12.4f}"
-              f"{m['median_epoch_time_s']:>16.2f}{spent:>11}")
+        spent = m[names.METRIC_FINAL_EPSILON_SPENT]
+        spent = "inf" if not math.isfinite(spent) else f"{spent:.4f}"
+        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m[names.METRIC_FINAL_TEST_ACCURACY]:>12.4f}"
+              f"{m[names.METRIC_MEDIAN_EPOCH_TIME]:>16.2f}{spent:>11}")
     if outcome.skipped:
         print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")
     if outcome.elsewhere:

@@ -163,7 +163,8 @@ class RunConfig:
         return d
 
     def key(self) -> str:
-        """A stable hash of :meth:`identity`: two runs with the same key are the same run."""
+        """A stable hash of :meth:`identity`: two configurations with the same key are the same configuration. The
+        store knows a run by its resolution's key (``ResolvedRun.key``), which adds the noise and the accounting."""
         blob = json.dumps(self.identity(), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
@@ -183,7 +184,7 @@ class PerfFlags:
     float32, and refuses a mode it cannot (``Method.check_amp``). ``channels_last`` stores images and convolution
     weights NHWC; ``compile`` runs ``torch.compile`` on what the method's step calls (refused, in one line, by a
     method whose step cannot be compiled). The rounding of bf16 changes a run's numbers, not its definition; the
-    store keeps the two precisions apart (:func:`run_key`).
+    store keeps the two precisions apart (``ResolvedRun.key``, inputdp.benchmarks.resolve).
     """
 
     device: str = "auto"
@@ -212,12 +213,6 @@ class PerfFlags:
         if self.device.startswith("cuda") and not torch.cuda.is_available():
             raise ConfigError(f"device={self.device!r} is not available here: no CUDA device; use cpu or auto")
         return self.device
-
-
-def run_key(config: RunConfig, perf: PerfFlags) -> str:
-    """What the store knows a run by: its configuration, and its precision when not float32 (bf16 rounds
-    differently, so a bf16 run does not stand in for a float32 one, nor the other way round)."""
-    return config.key() if perf.amp == "none" else f"{config.key()}-{perf.amp}"
 
 
 def precision(perf: PerfFlags) -> str:

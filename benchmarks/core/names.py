@@ -36,6 +36,7 @@ TAG_PRIVACY_NEEDS_PUBLIC_DATA = "privacy.needs_public_data"
 TAG_PRIVACY_ACCOUNTANT = "privacy.accountant"  # which accountant computed the claimed epsilon
 TAG_PRIVACY_ADJACENCY = "privacy.adjacency"  # the neighbouring relation of that accountant's theorem
 TAG_PRIVACY_GUARANTEE = "privacy.guarantee"  # "false" where the epsilon is not a guarantee of any output
+TAG_STATUS_NOTE = "status_note"  # bookkeeping while a run is open ("started", why it was marked FAILED)
 
 # --- params (RunConfig.flat() names, and what the harness adds) ----------------------------------------------
 PARAM_MODEL = "model"
@@ -43,9 +44,47 @@ PARAM_EPSILON = "privacy.epsilon"
 PARAM_DELTA = "privacy.delta"
 PARAM_SAMPLING_RATE = "privacy.sampling_rate"
 PARAM_STEPS = "privacy.steps"
+PARAM_TRAIN_EXAMPLES = "train_examples"
+PARAM_HOLDOUT = "holdout"
+PARAM_DATA_FINGERPRINT = "data_fingerprint"
+PARAM_METHOD_OPTIONS = "method_options."  # + option name: the run's method options (RunConfig.flat())
+PARAM_NOISE = "noise."  # + parameter name: the calibrated noise
+PARAM_LR = "lr."  # + what Method.learning_rate records
+PARAM_METHOD = "method."  # + what Method.describe reports
+PARAM_NORM_USED = "norm_used"
+PARAM_DEVICE = "device"
+PARAM_TRAIN_SIZE = "train_size"
+PARAM_TEST_SIZE = "data.test_size"
+PARAM_NORMALISATION = "data.normalisation"
+PARAM_DATA_NOTES = "data.notes"
+PARAM_CALIBRATION_ORDER = "calibration.order"
+PARAM_FEATURE_DIM = "feature_dim"
+PARAM_THREADS = "perf.threads"  # the intra-op threads the run's float reductions were split over
+PARAM_AUDIT = "audit.{}"  # .format(what): a multi-run audit's runs, score, threshold, direction, side
+PARAM_ACCOUNTING_VERSION = "accounting.version"  # the accountant and its library's version: part of the run's key
 
 # --- metrics -------------------------------------------------------------------------------------------------
+# per epoch (per phase for an own-loop method)
+METRIC_LOSS = "loss"
+METRIC_TRAIN_ACCURACY = "train_accuracy"
+METRIC_TEST_ACCURACY = "test_accuracy"
+METRIC_TEST_LOSS = "test_loss"
+METRIC_EPOCH_TIME = "epoch_time_s"
+METRIC_STEPS = "steps"
+METRIC_MEAN_BATCH_SIZE = "mean_batch_size"
+# per run
 METRIC_FINAL_TEST_ACCURACY = "final_test_accuracy"
+METRIC_FINAL_TRAIN_ACCURACY = "final_train_accuracy"
+METRIC_WARMUP_EPOCH_TIME = "warmup_epoch_time_s"
+METRIC_MEAN_EPOCH_TIME = "mean_epoch_time_s"
+METRIC_TOTAL_TRAIN_TIME = "total_train_time_s"
+METRIC_CALIBRATION_SECONDS = "calibration_seconds"
+METRIC_FRONTEND_SECONDS = "frontend_seconds"
+METRIC_EPSILON_TARGET = "epsilon_target"
+METRIC_EPOCHS = "epochs"
+METRIC_TOTAL_STEPS = "total_steps"
+METRIC_EVAL_EXAMPLES = "eval_examples"
+METRIC_PHASE_TIME = "time_{}_s"  # .format(phase): an own-loop method's phase, timed by the harness
 METRIC_MEDIAN_EPOCH_TIME = "median_epoch_time_s"
 METRIC_PEAK_MEMORY = "peak_memory_mb"
 METRIC_FINAL_EPSILON_SPENT = "final_epsilon_spent"
@@ -61,6 +100,17 @@ METRIC_AUDIT_GUESSES = "audit_guesses"
 METRIC_AUDIT_CORRECT = "audit_correct"
 METRIC_AUDIT_TESTS = "audit_tests"  # the size of the Bonferroni family
 METRIC_AUDIT_RUNS = "audit_runs"  # multi-run audits: the training runs behind the bound
+METRIC_AUDIT_TP = "audit_tp"  # multi-run audits, on the test half: with the canary, guessed with
+METRIC_AUDIT_FN = "audit_fn"
+METRIC_AUDIT_FP = "audit_fp"
+METRIC_AUDIT_TN = "audit_tn"
+METRIC_AUDIT_FAILED = "audit_failed"
+METRIC_AUDIT_SELECTION_BOUND = "audit_selection_bound"
+METRIC_AUDIT_WALL = "audit_wall_s"
+METRIC_AUDIT_SCORE_BOUND = "epsilon_lb.{}"  # .format(score): each score's bound
+METRIC_AUDIT_SCORE_CEILING = "ceiling.{}"  # .format(score): and its ceiling
+METRIC_THREAT_BOUND = "epsilon_lb.{}"  # .format(threat): the strongest bound of a threat model (THREATS)
+METRIC_THREAT_CEILING = "epsilon_lb_ceiling.{}"  # .format(threat): and its ceiling
 #: the strongest bound among the scores of one threat model (black_box: outputs only; white_box: parameters),
 #: with its ceiling: ``epsilon_lb.black_box``, ``epsilon_lb_ceiling.white_box``, ...
 THREATS = ("black_box", "white_box")

@@ -14,6 +14,8 @@ from .rdp import (
 )
 
 __all__ = [
+    "ACCOUNTING_REVISION",
+    "accounting_version",
     "MAX_ORDER",
     "InfeasibleTarget",
     "calibrate_parameter",
@@ -25,3 +27,21 @@ __all__ = [
     "rdp_to_epsilon",
     "rdp_to_epsilon_classic",
 ]
+
+#: the revision of the suite's own accounting code (calibration, RDP, the per-example curve, PATE's analysis):
+#: bumped whenever a formula or a calibration's tolerance changes, so that a store's runs at the old noise are rerun
+ACCOUNTING_REVISION = 1
+
+
+def accounting_version() -> str:
+    """The accounting's identity, part of every private run's key: the suite's revision and the versions of the
+    libraries an accountant may call (dp_accounting's PLD, Opacus' PRV and RDP). A changed one reruns, never reuses."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    def of(dist: str) -> str:
+        try:
+            return version(dist)
+        except PackageNotFoundError:
+            return "absent"
+
+    return f"inputdp {ACCOUNTING_REVISION}; dp_accounting {of('dp-accounting')}; opacus {of('opacus')}"

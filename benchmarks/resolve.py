@@ -1,0 +1,144 @@
+"""A run resolved once: ``resolve(config) -> ResolvedRun``.
+
+Everything about a run that follows from its configuration before any data is read: the calibrated noise (the one
+calibration of the configuration), the claim, the preset's view, how many configurations were tried, the recipe
+(variant) and the accounting's identity. The sweep resolves each configuration once and hands the result to the
+executor, the harness, the audits and the tracker; the run's tags and the run's key are functions of it.
+
+The key (:meth:`ResolvedRun.key`) is the configuration's, the noise and the accounting version: after a change of
+accountant, of its library or of the suite's accounting, a store's runs at the old noise are not reused.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+import math
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from typing import Any
+
+from inputdp.core import names
+from inputdp.core.claims import Calibration, PrivacyClaim
+from inputdp.core.config import PerfFlags, RunConfig, precision
+from inputdp.methods import create_method
+from inputdp.methods.accounting import accounting_version
+from inputdp.methods.base import Method
+
+from .presets import preset_options, view_of
+
+
+@dataclass(frozen=True, kw_only=True)
+class ResolvedRun:
+    """A configuration with what follows from it: computed once (:func:`resolve`), never again."""
+
+    config: RunConfig
+    calibration: Calibration
+    claim: PrivacyClaim
+    view: str
+    configs_tried: int
+    variant: str
+    #: the normalisation the run's model uses (the method's default unless the configuration names one)
+    norm: str
+    #: the accountant that computed the claim and the versions of the accounting code ("" for a reference run)
+    accounting: str
+
+    def method(self) -> Method:
+        """A fresh instance of the run's method, given this calibration (no second search)."""
+        method = create_method(self.config.method, dict(self.config.method_options))
+        method.check_holdout(self.config.holdout)
+        method.adopt(self.config.privacy, self.calibration)
+        return method
+
+    def with_config(self, config: RunConfig) -> ResolvedRun:
+        """The same resolution for the configuration once its data are known (its fingerprint filled in); the
+        budget and method must be the same."""
+        if (config.method, dict(config.method_options), config.privacy) != (
+                self.config.method, dict(self.config.method_options), self.config.privacy):
+            raise ValueError("with_config: another method, options or budget is another resolution")
+        return replace(self, config=config)
+
+    def identity(self) -> dict[str, Any]:
+        """What the store knows the run by: the configuration, its noise and its accounting."""
+        return {"config": self.config.identity(), "noise": {k: repr(float(v)) for k, v in self.calibration.noise.items()},
+                "accounting": self.accounting}
+
+    def key(self, perf: PerfFlags | None = None) -> str:
+        """A stable hash of :meth:`identity`, with the precision when not float32 (bf16 rounds differently, so a
+        bf16 run does not stand in for a float32 one, nor the other way round)."""
+        blob = json.dumps(self.identity(), sort_keys=True, default=str)
+        key = hashlib.sha256(blob.encode()).hexdigest()[:16]
+        amp = (perf or PerfFlags()).amp
+        return key if amp == "none" else f"{key}-{amp}"
+
+    def params(self) -> dict[str, Any]:
+        """The run's parameters that follow from its configuration (the harness adds what it measures)."""
+        out: dict[str, Any] = dict(self.config.flat())
+        out.update({f"{names.PARAM_NOISE}{k}": v for k, v in self.calibration.noise.items()})
+        out[names.PARAM_CALIBRATION_ORDER] = self.calibration.order
+        out[names.PARAM_ACCOUNTING_VERSION] = self.accounting
+        return out
+
+    def tags(self, perf: PerfFlags | None = None) -> dict[str, str]:
+        """The run's tags: what it is (method, data, recipe, view), its key, its claim."""
+        c = self.config
+        return {
+            names.TAG_METHOD: c.method, names.TAG_DATASET: c.dataset, names.TAG_PRESET: c.preset,
+            names.TAG_MODEL: c.model, names.TAG_MATCH_KEY: c.match_key(), names.TAG_CONFIG_KEY: self.key(perf),
+            names.TAG_PRECISION: precision(perf or PerfFlags()), names.TAG_VARIANT: self.variant,
+            names.TAG_VIEW: self.view, names.TAG_CONFIGS_TRIED: str(self.configs_tried), names.TAG_SEED: str(c.seed),
+            names.TAG_NORM: self.norm, **self.claim.as_tags(),
+        }
+
+
+def _calibrated(config: RunConfig) -> tuple[Method, Calibration]:
+    method = create_method(config.method, dict(config.method_options))
+    method.check_holdout(config.holdout)
+    t0 = time.perf_counter()
+    calibration = method.noise_for(config.privacy)
+    calibration = replace(calibration, seconds=time.perf_counter() - t0)
+    method.adopt(config.privacy, calibration)
+    return method, calibration
+
+
+def resolve(config: RunConfig, *, _calibration: tuple[Method, Calibration] | None = None) -> ResolvedRun:
+    """Calibrate ``config`` once and gather what follows from it (a target the method cannot meet, or a held-out
+    run it cannot take, is refused here, in one line, before any data are read or any store is opened)."""
+    method, calibration = _calibration or _calibrated(config)
+    view, tried = view_of(config.preset, config.dataset, config.method)
+    claim = method.claim()
+    accounting = f"{claim.accountant}; {accounting_version()}" if math.isfinite(config.privacy.epsilon) else ""
+    return ResolvedRun(config=config, calibration=calibration, claim=claim, view=view, configs_tried=tried,
+                       variant=method.variant(preset_options(config.preset, config.dataset, config.method)),
+                       norm=method.default_norm if config.norm == "auto" else config.norm, accounting=accounting)
+
+
+def resolve_all(configs: Iterable[RunConfig]) -> list[ResolvedRun]:
+    """Each configuration resolved; one calibration per distinct (method, options, budget): the seeds of a sweep
+    share it (the calibration is a pure function of those)."""
+    seen: dict[str, tuple[Method, Calibration]] = {}
+    out = []
+    for c in configs:
+        key = repr((c.method, sorted(c.method_options.items()), c.privacy))
+        if key not in seen:
+            seen[key] = _calibrated(c)
+        out.append(resolve(c, _calibration=seen[key]))
+    return out
+
+
+@functools.singledispatch
+def resolved(item) -> ResolvedRun:
+    """A ResolvedRun as it is, a RunConfig resolved (for callers that hold only the configuration)."""
+    raise TypeError(f"cannot resolve a {type(item).__name__}")
+
+
+@resolved.register
+def _(item: ResolvedRun) -> ResolvedRun:
+    return item
+
+
+@resolved.register
+def _(item: RunConfig) -> ResolvedRun:
+    return resolve(item)

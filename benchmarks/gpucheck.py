@@ -14,7 +14,6 @@ from __future__ import annotations
 import json
 import os
 import platform
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -25,7 +24,7 @@ from inputdp.core.errors import ConfigError, one_line
 from inputdp.datasets import dataset_info
 from inputdp.methods import METHODS, reference_method
 
-from .harness import prepare, synchronize
+from .harness import prepare, timed_steps
 from .memory import PeakMemory
 from .models import MODELS
 from .presets import GPU_CHECK_COMPARE, GPU_CHECK_SHAPES
@@ -60,20 +59,14 @@ def _parse_variants(text: str) -> list[str]:
 
 
 def _time_one(config, perf: PerfFlags, data, steps: int, warmup: int) -> dict[str, float]:
+    """One configuration's steps through the harness's timing loop: ``warmup`` untimed, then ``steps`` timed."""
     p = prepare(config, perf, data)
     q, n = config.privacy.sampling_rate, data.train_size
     gen = batch_generator(p.device, 0)
-    for idx in poisson_batches(n, q, warmup, gen, p.device):
-        p.step(data.x_train[idx], data.y_train[idx])
-    examples = 0
+    timed_steps(p, poisson_batches(n, q, warmup, gen, p.device))
     with PeakMemory(p.device) as memory:
-        synchronize(p.device)
-        t0 = time.perf_counter()
-        for idx in poisson_batches(n, q, steps, gen, p.device):
-            p.step(data.x_train[idx], data.y_train[idx])
-            examples += int(idx.shape[0])
-        synchronize(p.device)
-        elapsed = time.perf_counter() - t0
+        block = timed_steps(p, poisson_batches(n, q, steps, gen, p.device))
+    elapsed, examples = block.seconds, sum(block.sizes)
     return {"ms_per_step": 1000 * elapsed / steps, "epoch_s": elapsed, "examples_per_s": examples / elapsed,
             "peak_memory_mb": memory.peak_mb, **{f"mode_{k}": v for k, v in p.method.describe().items()}}
 

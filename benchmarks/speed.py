@@ -9,8 +9,6 @@ architecture with the same normalisation (GroupNorm by default), so only the met
 from __future__ import annotations
 
 import statistics
-import sys
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -18,10 +16,10 @@ import torch
 
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
-from inputdp.datasets import TensorData, dataset_info, load_tensor_data
+from inputdp.datasets import TensorData, canonical_name, dataset_info, load_tensor_data
 from inputdp.methods import METHODS, reference_method
 
-from .harness import Prepared, prepare, synchronize
+from .harness import Prepared, prepare, timed_steps
 from .memory import current_rss_bytes
 from .sweep import Overrides, build_config
 
@@ -45,13 +43,14 @@ def synthetic_data(name: str, n: int, device: str) -> TensorData:
 
 
 def _data(dataset: str, data_dir: str | None, device: str, synthetic: bool, n: int) -> tuple[TensorData, str]:
+    """The data set's real arrays, or (``synthetic``) random ones of its shape; data that are missing or do not
+    read are refused in one line (``--synthetic`` says so when it is meant), never replaced silently."""
     if synthetic:
         return synthetic_data(dataset, n, device), "synthetic"
     try:
         return load_tensor_data(dataset, data_dir=data_dir, device=device, download=False), "real"
     except ConfigError as err:
-        print(f"bench speed: {err}; timing on synthetic data of the same shape", file=sys.stderr)
-        return synthetic_data(dataset, n, device), "synthetic"
+        raise ConfigError(f"{err} (bench speed: give --synthetic to time on random data of the same shape)") from None
 
 
 def measure(
@@ -63,6 +62,7 @@ def measure(
     """Each method's step (with ``variants``: once per option set it declares in ``speed_variants``, labelled
     ``METHOD[OPTION=VALUE]``), timed interleaved against the reference."""
     perf = perf or PerfFlags(progress=False)
+    dataset = canonical_name(dataset)  # "MNIST" is mnist; an unknown name is refused here, before anything is built
     device = perf.resolve_device()
     reference = reference_method()
     names = list(dict.fromkeys([reference, *methods]))
@@ -97,17 +97,12 @@ def measure(
     cuda = device.startswith("cuda")
     for i in range(warmup + steps):
         idx = batches[i % len(batches)]
-        x, y = data.x_train[idx], data.y_train[idx]
         for n in names:
-            p = prepared[n]
-            synchronize(device)
             if cuda:
                 torch.cuda.reset_peak_memory_stats(device)
-            t0 = time.perf_counter()
-            p.step(x, y)
-            synchronize(device)
+            took = timed_steps(prepared[n], [idx]).seconds  # the harness's timing loop, one step at a time
             if i >= warmup:
-                times[n].append(time.perf_counter() - t0)
+                times[n].append(took)
             peaks[n] = max(peaks[n], torch.cuda.max_memory_allocated(device) if cuda else current_rss_bytes())
     base = statistics.median(times[names[0]])
     out = {}

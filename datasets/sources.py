@@ -33,18 +33,10 @@ def _labels(values) -> torch.Tensor:
 _IDX = {"images": (0x0803, 3, "idx3 unsigned-byte images"), "labels": (0x0801, 1, "idx1 unsigned-byte labels")}
 
 
-def _idx_count(path: str, kind: str, size: int) -> int | None:
-    """How many items the idx file at ``path`` holds; None when it is absent (torchvision then looks for it).
-
-    Anything torchvision would fail on with an assertion or a parse error is refused here, naming the file, what
-    was expected and what was found.
-    """
-    if not os.path.isfile(path):
-        return None
+def _check_idx_header(path: str, header: bytes, actual: int, kind: str, size: int) -> int:
+    """How many items an idx file holds, from its first bytes and its length; anything torchvision would fail on
+    with an assertion or a parse error is refused here, naming the file, what was expected and what was found."""
     magic, ndim, what = _IDX[kind]
-    with open(path, "rb") as f:
-        header = f.read(4 * (ndim + 1))
-    actual = os.path.getsize(path)
     if actual == 0:
         raise ConfigError(f"data file {path} is empty: expected {what}")
     if len(header) < 4 * (ndim + 1):
@@ -55,11 +47,38 @@ def _idx_count(path: str, kind: str, size: int) -> int | None:
     dims = [int.from_bytes(header[4 * i:4 * i + 4], "big") for i in range(1, ndim + 1)]
     if dims[1:] != [size, size][: ndim - 1]:
         raise ConfigError(f"data file {path} holds items of shape {tuple(dims[1:])}, expected {(size, size)}")
-    expected = len(header) + int(np.prod(dims))
+    expected = 4 * (ndim + 1) + int(np.prod(dims))
     if actual != expected:
         raise ConfigError(f"data file {path} holds {actual} bytes, but its header promises {expected} "
                           f"({dims[0]} {kind}): it is truncated or corrupt")
     return dims[0]
+
+
+def _idx_count(path: str, kind: str, size: int) -> int | None:
+    """How many items the idx file at ``path`` holds; None when it is absent (torchvision then looks for it)."""
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as f:
+        header = f.read(4 * (_IDX[kind][1] + 1))
+    return _check_idx_header(path, header, os.path.getsize(path), kind, size)
+
+
+def _read_gz_idx(path: str, kind: str, size: int) -> torch.Tensor:
+    """An idx file compressed as released (``*-idx3-ubyte.gz``), read in memory (nothing is extracted to disk);
+    a file that is not gzip, or is cut short, is refused naming it."""
+    import gzip
+    import zlib
+
+    try:
+        with gzip.open(path, "rb") as f:
+            data = f.read()
+    except (OSError, EOFError, zlib.error) as err:
+        raise ConfigError(f"data file {path} is not a complete gzip file ({err.__class__.__name__}: {err}): it is "
+                          "truncated or corrupt; download it again") from None
+    ndim = _IDX[kind][1]
+    n = _check_idx_header(path + " (decompressed)", data[: 4 * (ndim + 1)], len(data), kind, size)
+    array = np.frombuffer(data, dtype=np.uint8, offset=4 * (ndim + 1))
+    return torch.from_numpy(array.reshape(n, size, size).copy() if kind == "images" else array.copy())
 
 
 def _check_idx_pair(raw: str, split: str, size: int) -> None:
@@ -71,12 +90,34 @@ def _check_idx_pair(raw: str, split: str, size: int) -> None:
                           "the two files must come from the same release")
 
 
+def _gz_only(raw: str) -> bool:
+    """True when the four idx files are there only compressed (as downloaded): each with its ``.gz``, none plain."""
+    files = [os.path.join(raw, f"{split}-{kind}-idx{d}-ubyte") for split in ("train", "t10k")
+             for kind, d in (("images", 3), ("labels", 1))]
+    return all(os.path.isfile(f + ".gz") for f in files) and not any(os.path.isfile(f) for f in files)
+
+
+def _from_gz(raw: str, size: int):
+    out = []
+    for split in ("train", "t10k"):
+        x = _read_gz_idx(os.path.join(raw, f"{split}-images-idx3-ubyte.gz"), "images", size)
+        y = _read_gz_idx(os.path.join(raw, f"{split}-labels-idx1-ubyte.gz"), "labels", size)
+        if x.shape[0] != y.shape[0]:
+            raise ConfigError(f"data files under {raw} hold {y.shape[0]} {split} labels but {x.shape[0]} images: the "
+                              "two files must come from the same release")
+        out += [_as_nchw(x), _labels(y)]
+    return tuple(out)
+
+
 def _torchvision_mnist_like(cls_name: str, root: str, download: bool):
     import torchvision.datasets as tvd
 
+    raw = os.path.join(root, cls_name, "raw")
+    if _gz_only(raw):  # the release's files, still compressed: read as they are, not extracted next to themselves
+        return _from_gz(raw, 28)
     cls = getattr(tvd, cls_name)
     for split in ("train", "t10k"):
-        _check_idx_pair(os.path.join(root, cls_name, "raw"), split, 28)
+        _check_idx_pair(raw, split, 28)
     train, test = cls(root, train=True, download=download), cls(root, train=False, download=download)
     return _as_nchw(train.data), _labels(train.targets), _as_nchw(test.data), _labels(test.targets)
 

@@ -92,6 +92,8 @@ CASES: list[tuple[list[str], str]] = [
     ([*RUN, "--tracking-uri", "file:///tmp/x"], "'file:///tmp/x'"),
     ([*RUN, "--tracking-uri", "sqlite:///:memory:"], "'sqlite:///:memory:'"),
     ([*RUN, "--tracking-uri", "sqlite:///{missing}/x.db"], "does not exist"),
+    # three slashes are relative: the advice names the four-slash form of the absolute path meant
+    ([*RUN, "--tracking-uri", "sqlite:///usr/inputdp-x.db"], "sqlite:////usr/inputdp-x.db (four slashes)"),
     ([*RUN, "--tracking-uri", "sqlite:///{notdb}"], "is not an SQLite database"),
     ([*RUN, "--tracking-uri", "sqlite:////proc/inputdp.db"], "cannot be written"),
     ([*RUN, "--tracking-uri", "http://127.0.0.1:{closed}"], "cannot be reached"),
@@ -124,6 +126,13 @@ CASES: list[tuple[list[str], str]] = [
     ([*CAL, "dpsgd", "--epsilon", "1", "--steps", "0"], "T=0"),
     ([*CAL, "dirichlet_softmax", "--epsilon", "1", "--option", "alpha=abc"], "alpha='abc'"),
     (["calibrate", "--method", "dpsgd", "--preset", "nope"], "'nope'"),
+    # a preset table refuses an unknown method, the flags the preset overrides, and two ways of giving epsilon
+    (["calibrate", "--method", "ANYTHING", "--preset", "smoke"], "unknown method 'ANYTHING'"),
+    (["calibrate", "--method", "dpsgd", "--preset", "paper", "--steps", "5"], "--steps is not allowed with --preset"),
+    (["calibrate", "--method", "dpsgd", "--preset", "paper", "--sampling-rate", "0.1"], "--sampling-rate is not"),
+    (["calibrate", "--method", "dpsgd", "--preset", "cpu", "--epsilon", "1", "--epsilons", "1,2"],
+     "are not allowed together"),
+    ([*CAL, "dpsgd", "--epsilon", "1", "--epsilons", "1,2"], "--epsilons '1,2' is not allowed without --preset"),
     (["calibrate", "--method", "dpsgd", "--preset", "cpu", "--epsilons", "x"], "--epsilons='x'"),
     # --- bench speed ------------------------------------------------------------------------------------------
     ([*SPEED, "--warmup", "-5"], "warmup=-5"),
@@ -135,6 +144,11 @@ CASES: list[tuple[list[str], str]] = [
     ([*SPEED, "--model", "vgg"], "'vgg'"),
     (["speed", "--methods", "bogus", "--dataset", "mnist", "--synthetic"], "bogus"),
     (["speed", "--methods", "dirichlet_softmax", "--dataset", "imagenet", "--synthetic"], "imagenet"),
+    # a data set's name as registered (no synthetic fallback first), and data that do not read: refused, never
+    # replaced by random inputs (--synthetic says so when it is meant)
+    (["speed", "--methods", "dirichlet_softmax", "--dataset", "MNIST"], "unknown data set 'MNIST'"),
+    (["speed", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--data-dir", "{missing}"],
+     "give --synthetic"),
     # --- bench report -----------------------------------------------------------------------------------------
     (["report", "--experiment", " "], "--experiment ' '"),
     (["report", "--out", "{file}"], "is a file"),
@@ -324,6 +338,71 @@ def test_a_missing_data_set_leaves_no_empty_folders(tmp_path):
             os.environ["INPUTDP_NO_DOWNLOAD"] = env_before
     _assert_one_line(code, out, err, "is missing under")
     assert sorted(p.name for p in root.rglob("*")) == ["keep"]
+
+
+def _gzip_all(raw: Path) -> None:
+    import gzip
+
+    for f in list(raw.iterdir()):
+        (raw / f"{f.name}.gz").write_bytes(gzip.compress(f.read_bytes()))
+        f.unlink()
+
+
+def _gz_cut(raw: Path) -> None:
+    _gzip_all(raw)
+    f = raw / "train-images-idx3-ubyte.gz"
+    f.write_bytes(f.read_bytes()[:-40])
+
+
+def _gz_not_gzip(raw: Path) -> None:
+    _gzip_all(raw)
+    (raw / "t10k-labels-idx1-ubyte.gz").write_bytes(b"<html>a proxy's error page</html>")
+
+
+@pytest.mark.parametrize("corrupt,needle", [
+    (_gz_cut, "train-images-idx3-ubyte.gz is not a complete gzip file"),
+    (_gz_not_gzip, "t10k-labels-idx1-ubyte.gz is not a complete gzip file"),
+], ids=["truncated .gz", "not gzip"])
+def test_a_corrupt_gz_is_named_not_called_missing(corrupt, needle, tmp_path, monkeypatch):
+    monkeypatch.setenv("INPUTDP_NO_DOWNLOAD", "1")
+    corrupt(write_mnist(tmp_path / "data"))
+    code, out, err, _ = _run_on(tmp_path / "data", tmp_path)
+    _assert_one_line(code, out, err, needle)
+    assert "missing" not in err
+
+
+def test_a_gz_only_folder_is_read_in_memory_and_left_as_it_was(tmp_path, monkeypatch):
+    from inputdp.datasets import load_tensor_data
+
+    monkeypatch.setenv("INPUTDP_NO_DOWNLOAD", "1")
+    plain = load_tensor_data("mnist", data_dir=str(tmp_path / "plain"), device="cpu") \
+        if write_mnist(tmp_path / "plain") else None
+    raw = write_mnist(tmp_path / "data")
+    _gzip_all(raw)
+    before = sorted(p.name for p in raw.iterdir())
+    data = load_tensor_data("mnist", data_dir=str(tmp_path / "data"), device="cpu")
+    assert sorted(p.name for p in raw.iterdir()) == before and all(n.endswith(".gz") for n in before)
+    for name in ("x_train", "y_train", "x_test", "y_test"):
+        assert torch_equal(getattr(data, name), getattr(plain, name)), name
+
+
+def torch_equal(a, b) -> bool:
+    import torch
+
+    return a.shape == b.shape and bool(torch.equal(a, b))
+
+
+def test_bad_data_are_refused_before_the_store_is_opened(tmp_path, monkeypatch):
+    """A refusal of the data comes before the MLflow store exists: no store is made, no run left RUNNING."""
+    monkeypatch.setenv("INPUTDP_NO_DOWNLOAD", "1")
+    _magic(write_mnist(tmp_path / "data"))
+    code, out, err, _ = _run_on(tmp_path / "data", tmp_path)
+    _assert_one_line(code, out, err, "magic number")
+    assert not (tmp_path / "m.db").exists()
+    audit = ["audit", "--method", "nonprivate", "--dataset", "mnist", "--preset", "smoke", "--steps", "2",
+             "--data-dir", str(tmp_path / "data"), "--tracking-uri", f"sqlite:///{tmp_path / 'a.db'}"]
+    _assert_one_line(*_call(audit)[:3], "magic number")
+    assert not (tmp_path / "a.db").exists()
 
 
 def test_an_unreadable_folder_is_said_to_be_unreadable(tmp_path, monkeypatch):

@@ -13,11 +13,15 @@ from .common import parse_options
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
     from inputdp.core.config import PrivacySpec
-    from inputdp.methods import create_method
+    from inputdp.methods import METHODS, create_method
 
+    METHODS.get(args.method)  # an unknown method is refused first, whatever else is given
     options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}
     if args.preset:
         return _calibration_table(args, options)
+    if args.epsilons is not None:
+        raise ConfigError(f"--epsilons {args.epsilons!r} is not allowed without --preset: give --epsilon for one "
+                          "calibration, or --preset NAME for a table")
     missing = [f"--{n.replace('_', '-')}" for n in ("epsilon", "delta", "sampling_rate", "steps")
                if getattr(args, n) is None]
     if missing:
@@ -46,12 +50,23 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
     from inputdp.methods import METHODS, create_method
 
     preset = PRESETS.get(args.preset)
-    epsilons = parse_list(args.epsilons, float, "--epsilons")
+    given = [f"--{n.replace('_', '-')}" for n in ("sampling_rate", "steps") if getattr(args, n) is not None]
+    if given:
+        raise ConfigError(f"{' and '.join(given)} is not allowed with --preset {args.preset}: the preset gives q and T "
+                          "per data set; leave out --preset for one calibration at your (q, T)")
+    if args.epsilon is not None and args.epsilons is not None:
+        raise ConfigError(f"--epsilon {args.epsilon:g} and --epsilons {args.epsilons!r} are not allowed together: "
+                          "give one")
+    epsilons = [args.epsilon] if args.epsilon is not None else parse_list(args.epsilons or "1,2,4,8", float,
+                                                                          "--epsilons")
+    settings = dict(preset.per_dataset) or ({"(any data set)": preset.fallback} if preset.fallback else {})
+    if not settings:
+        raise ConfigError(f"--preset {args.preset!r} names no data set settings to calibrate at")
     cls = METHODS.get(args.method).load()
     accountants = ([None] if "accountant" in options or "accountant" not in cls.option_defaults
                    else list(getattr(cls, "accountants", (cls.option_defaults["accountant"],))))
     rows, lines = [], []
-    for dataset, s in preset.per_dataset.items():
+    for dataset, s in settings.items():
         for accountant in accountants:
             chosen = {} if accountant is None else {"accountant": accountant}
             method = create_method(args.method, {**s.method_options.get(args.method, {}), **options, **chosen})
@@ -98,7 +113,8 @@ class Calibrate:
         p.add_argument("--sampling-rate", type=float)
         p.add_argument("--steps", type=int)
         p.add_argument("--preset", help="instead of (delta, q, T): a table over the preset's data sets")
-        p.add_argument("--epsilons", default="1,2,4,8", help="with --preset: the epsilons of the table")
+        p.add_argument("--epsilons", help="with --preset: the epsilons of the table (default 1,2,4,8; --epsilon E: "
+                       "one column)")
         p.add_argument("--option", action="append", metavar="NAME=VALUE")
         p.add_argument("--json", action="store_true")
 

@@ -33,6 +33,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     perf = perf_flags(args, progress=not args.no_progress)
     if args.executor == "local":
         perf.resolve_device()
+        from inputdp.benchmarks.sweep import with_data_fingerprint
+
+        # the data read and checked here too, before the store is opened (remote workers read their own)
+        runs = [r.with_config(with_data_fingerprint(r.config)) for r in runs]
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args))
     if args.holdout:

@@ -92,11 +92,11 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
             raise ConfigError(f"--{name} {value!r} is not allowed: it must be an integer >= {low}")
     shape_list, variant_list = _parse_shapes(shapes or GPU_CHECK_SHAPES), _parse_variants(variants)
     if methods == "all":
-        method_list = [m for m in METHODS.names() if not METHODS.get(m).load().own_loop]
+        method_list = [m for m in METHODS.names() if not METHODS.get(m).load().capabilities.own_loop]
     else:
         method_list = [m.strip() for m in methods.split(",") if m.strip()]
     for m in method_list:
-        if METHODS.get(m).load().own_loop:
+        if METHODS.get(m).load().capabilities.own_loop:
             raise ConfigError(f"--methods: {m} trains in its own loop and has no step to time; leave it out")
     reference = reference_method()
     method_list = list(dict.fromkeys([reference, *method_list]))
@@ -105,7 +105,7 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
     jobs = []
     for dataset, model in shape_list:
         for m in method_list:
-            for options in METHODS.get(m).load().speed_variants:
+            for options in METHODS.get(m).load().capabilities.speed_variants:
                 for v in variant_list:
                     jobs.append((dataset, model, m, dict(options), v))
     bar = None

@@ -27,6 +27,7 @@ from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
 from inputdp.datasets.digest import fingerprint_of_arrays
+from inputdp.methods import METHODS
 from inputdp.methods.augment import random_crop_flip
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
@@ -172,13 +173,25 @@ def timed_steps(p: Prepared, batches: Iterable[torch.Tensor], *, augmenter: torc
     return Steps(time.perf_counter() - t0, sizes, loss_sum, losses)
 
 
-def _check_speed_flags(method: Method, perf: PerfFlags) -> None:
-    if method.own_loop and (perf.amp != "none" or perf.channels_last or perf.compile):
-        raise ConfigError(f"--amp, --channels-last and --compile are not allowed for {method.name}: it trains in its "
+def check_speed_flags(method: str, perf: PerfFlags) -> None:
+    """The speed flags a method's capabilities refuse, in one line (an autocast mode its mechanism cannot keep
+    in float32 is refused by the method itself, when it prepares)."""
+    caps = METHODS.get(method).load().capabilities
+    if caps.own_loop and (perf.amp != "none" or perf.channels_last or perf.compile):
+        raise ConfigError(f"--amp, --channels-last and --compile are not allowed for {method}: it trains in its "
                           "own loop, which they do not reach")
-    if perf.compile and not method.compilable:
-        raise ConfigError(f"--compile is not allowed for {method.name}: {method.compile_refusal}")
-    method.check_amp(perf.amp)
+    if perf.compile and not caps.compilable:
+        raise ConfigError(f"--compile is not allowed for {method}: {caps.compile_refusal}")
+
+
+def zero_head(model: nn.Module) -> None:
+    """Every run's model starts with its classification head at zero: every class then starts at softmax 1/d for
+    every input, for every method alike. The Dirichlet loss needs it (its gradient scales with s_y, so a class that
+    starts near s_y = 0 can stay dead); De et al. (2022) zero the last layer for DP-SGD too."""
+    head = getattr(model, "head", None)
+    if isinstance(head, nn.Linear):
+        nn.init.zeros_(head.weight)
+        nn.init.zeros_(head.bias)
 
 
 def model_for(config: RunConfig, info: DatasetInfo, norm: str) -> nn.Module:
@@ -258,7 +271,7 @@ def prepare(run: ResolvedRun | RunConfig, perf: PerfFlags | None = None, data: T
                                                     cache_key=key, progress=perf.progress)
     if config.holdout:  # after the frontend, so held-out and test runs share one computation of the features
         data = data.hold_out(config.holdout)
-    method.initialise(model)
+    zero_head(model)
     # the untrained parameters, only when asked (the audit's white-box scores): a copy of the whole model
     initial_state = {k: v.detach().clone() for k, v in model.state_dict().items()} if keep_initial else None
     lr, lr_info = method.learning_rate(config.lr)
@@ -267,8 +280,8 @@ def prepare(run: ResolvedRun | RunConfig, perf: PerfFlags | None = None, data: T
                           device=device, grad_sample_mode=MODELS.get(config.model).grad_sample_mode, amp=perf.amp)
     if perf.channels_last:
         model = model.to(memory_format=torch.channels_last)
+    check_speed_flags(config.method, perf)
     model, optimizer = method.begin(model, optimizer, setup)
-    _check_speed_flags(method, perf)
     step_model = method.compile(model) if perf.compile else None
     return Prepared(r, device, data, method, model, optimizer, lr_info, perf, initial_state, step_model,
                     frontend_seconds)
@@ -480,7 +493,7 @@ def _epoch_metrics(p: Prepared, steps: Steps, steps_done: int, eval_n: int) -> d
 
 def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> RunResult:
     """The epochs of a per-step method: Poisson batches through :func:`timed_steps`, evaluated after each."""
-    if p.method.own_loop:
+    if p.method.capabilities.own_loop:
         return _fit_own_loop(p, perf, callback)
     config, spec = p.config, p.config.privacy
     sampler = batch_generator(p.device, config.seed)

@@ -113,15 +113,13 @@ def run_score(method_name: str, options: dict, epsilon: float, setup: HiddenStat
     """One training run in one world; the score of the probes' released vectors."""
     torch.manual_seed(seed)
     method = create_method(method_name, dict(options))
-    if not method.releases_vectors:
+    if not method.capabilities.releases_vectors:
         raise ConfigError(f"method {method_name!r} releases no per-example vectors: the hidden-state audit reads them")
     spec = PrivacySpec(epsilon=epsilon, delta=setup.delta, sampling_rate=setup.sampling_rate, steps=setup.steps)
     method.calibrate(spec)
     x, y = _data(setup, world_a)
     model = LinearProbe(setup)
     optimizer = torch.optim.SGD(model.features.parameters(), lr=setup.lr)
-    model, optimizer = method.prepare(model, optimizer, TrainingSetup(spec=spec, train_size=x.shape[0],
-                                                                      num_classes=2, device="cpu"))
     m = setup.probes
     sums = torch.zeros(2, 2, dtype=torch.float64)
     seen = torch.zeros(2, dtype=torch.float64)
@@ -135,7 +133,8 @@ def run_score(method_name: str, options: dict, epsilon: float, setup: HiddenStat
             sums[side] += u[rows].sum(0)
             seen[side] += float(rows.sum())
 
-    method.release_observer = observe
+    model, optimizer = method.begin(model, optimizer, TrainingSetup(spec=spec, train_size=x.shape[0], num_classes=2,
+                                                                    device="cpu", release_observer=observe))
     sampler = batch_generator("cpu", seed)
     for idx in poisson_batches(x.shape[0], setup.sampling_rate, setup.steps, sampler, "cpu"):
         batch[:] = [idx]
@@ -179,7 +178,7 @@ def hidden_state_audit(method_name: str, *, epsilon: float, runs: int, options: 
     if not (isinstance(runs, int) and runs >= 8):
         raise ConfigError(f"runs={runs!r} is not allowed: the audit needs at least 8 runs (4 per world and half)")
     probe = create_method(method_name, options)
-    if not probe.releases_vectors:
+    if not probe.capabilities.releases_vectors:
         raise ConfigError(f"method {method_name!r} releases no per-example vectors: the hidden-state audit reads them")
     probe.calibrate(PrivacySpec(epsilon=epsilon, delta=setup.delta, sampling_rate=setup.sampling_rate,
                                 steps=setup.steps))

@@ -23,7 +23,8 @@ from typing import Any
 from inputdp.core import names
 from inputdp.core.claims import Calibration, PrivacyClaim
 from inputdp.core.config import PerfFlags, RunConfig, precision
-from inputdp.methods import create_method
+from inputdp.core.errors import ConfigError
+from inputdp.methods import METHODS, create_method
 from inputdp.methods.accounting import accounting_version
 from inputdp.methods.base import Method
 
@@ -47,10 +48,8 @@ class ResolvedRun:
 
     def method(self) -> Method:
         """A fresh instance of the run's method, given this calibration (no second search)."""
-        method = create_method(self.config.method, dict(self.config.method_options))
-        method.check_holdout(self.config.holdout)
-        method.adopt(self.config.privacy, self.calibration)
-        return method
+        cls = METHODS.get(self.config.method).load()
+        return cls.calibrated(self.config.privacy, self.calibration, self.config.method_options)
 
     def with_config(self, config: RunConfig) -> ResolvedRun:
         """The same resolution for the configuration once its data are known (its fingerprint filled in); the
@@ -93,14 +92,20 @@ class ResolvedRun:
         }
 
 
+def check_holdout(method: str, holdout: int) -> None:
+    """Refuse a held-out run (``RunConfig.holdout``) where the test split is the method's public data."""
+    if holdout and METHODS.get(method).load().capabilities.public_inputs_from_test:
+        raise ConfigError(f"holdout={holdout} is not allowed with {method}: it takes public inputs from the test "
+                          "split, which a held-out run replaces by private training examples")
+
+
 def _calibrated(config: RunConfig) -> tuple[Method, Calibration]:
+    check_holdout(config.method, config.holdout)
     method = create_method(config.method, dict(config.method_options))
-    method.check_holdout(config.holdout)
     t0 = time.perf_counter()
     calibration = method.noise_for(config.privacy)
     calibration = replace(calibration, seconds=time.perf_counter() - t0)
-    method.adopt(config.privacy, calibration)
-    return method, calibration
+    return type(method).calibrated(config.privacy, calibration, config.method_options), calibration
 
 
 def resolve(config: RunConfig, *, _calibration: tuple[Method, Calibration] | None = None) -> ResolvedRun:
@@ -112,7 +117,8 @@ def resolve(config: RunConfig, *, _calibration: tuple[Method, Calibration] | Non
     accounting = f"{claim.accountant}; {accounting_version()}" if math.isfinite(config.privacy.epsilon) else ""
     return ResolvedRun(config=config, calibration=calibration, claim=claim, view=view, configs_tried=tried,
                        variant=method.variant(preset_options(config.preset, config.dataset, config.method)),
-                       norm=method.default_norm if config.norm == "auto" else config.norm, accounting=accounting)
+                       norm=method.capabilities.default_norm if config.norm == "auto" else config.norm,
+                       accounting=accounting)
 
 
 def resolve_all(configs: Iterable[RunConfig]) -> list[ResolvedRun]:

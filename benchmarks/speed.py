@@ -67,7 +67,7 @@ def measure(
     reference = reference_method()
     names = list(dict.fromkeys([reference, *methods]))
     for n in names:
-        if METHODS.get(n).load().own_loop:
+        if METHODS.get(n).load().capabilities.own_loop:
             raise ConfigError(f"method {n!r} trains in its own loop and has no per-step time: leave it out of speed")
     if not (isinstance(batch_size, int) and batch_size >= 1):
         raise ConfigError(f"batch-size={batch_size!r} is not allowed: it must be an integer >= 1")
@@ -79,7 +79,7 @@ def measure(
     entries: list[tuple[str, str, dict]] = []  # (label, method, its options)
     for n in names:
         own = dict((method_options or {}).get(n, {}))
-        declared = METHODS.get(n).load().speed_variants if variants and n != reference else ({},)
+        declared = METHODS.get(n).load().capabilities.speed_variants if variants and n != reference else ({},)
         for v in declared:
             label = n + ("[" + ",".join(f"{k}={val}" for k, val in v.items()) + "]" if v else "")
             entries.append((label, n, {**own, **v}))

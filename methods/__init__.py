@@ -38,11 +38,12 @@ def create_method(name: str, options: dict[str, Any] | None = None):
 
 
 def reference_method() -> str:
-    """The registered method that spends no budget (``private = False``): what speed and cost are compared to."""
+    """The registered method that spends no budget (``capabilities.private`` False): what speed and cost are
+    compared to."""
     for info in METHODS:
-        if not info.load().private:
+        if not info.load().capabilities.private:
             return info.name
-    raise ConfigError("no registered method is a non-private reference (private = False)")
+    raise ConfigError("no registered method is a non-private reference (capabilities.private False)")
 
 
 register_method(MethodInfo(

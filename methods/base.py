@@ -6,8 +6,9 @@ A method
 - states its :class:`PrivacyClaim` (the mechanism and its *scope*: what exactly the guarantee covers),
 - trains, one Poisson batch at a time (``train_step``), or in its own loop (``fit``, given a :class:`FitContext`)
   when its shape differs,
-- declares what the harness must know of it as attributes and hooks (``private``, ``own_loop``,
-  ``initialise``, ``unwrap``, ``describe``), so that the harness never asks for a method by name.
+- declares what the harness must know of it in one record (:class:`Capabilities`: ``private``, ``own_loop``,
+  ``releases_vectors``, ...) and a few hooks (``unwrap``, ``released``, ``describe``), so that the harness never
+  asks for a method by name.
 It never imports the tracker, never samples batches, never times itself. The mathematics each method implements
 is written down in ``methods/THEORY.md``.
 """
@@ -71,33 +72,50 @@ class TrainingSetup:
     grad_sample_mode: str = "hooks"
     #: the run's autocast mode (``--amp``): the network's forward and backward only
     amp: str = "none"
+    #: called with each step's released per-example vectors, for a method that releases them (the hidden-state
+    #: audit); None, the default, costs nothing
+    release_observer: Callable[[torch.Tensor], None] | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Capabilities:
+    """What the harness must know of a method besides its mechanism: a record the method declares once."""
+
+    #: False for a reference that spends no budget: a sweep runs it once per seed, at epsilon = inf
+    private: bool = True
+    #: True for a method whose shape is not one step per Poisson batch (PATE): it implements ``fit``
+    own_loop: bool = False
+    #: the normalisation the method's models use unless the run says otherwise
+    default_norm: str = "group"
+    #: option sets a speed check times separately (DP-SGD: each per-example-gradient mode); one empty set by default
+    speed_variants: tuple[Mapping[str, Any], ...] = ({},)
+    #: why the step cannot run under ``torch.compile``, in one line ("" where it can)
+    compile_refusal: str = ""
+    #: options that make a different recipe of the same method: a run whose value differs from the default is its
+    #: own leaderboard row ("pate [student=semi_supervised]"), not a seed of the default's
+    variant_options: tuple[str, ...] = ()
+    #: True for a method that releases one noisy vector per sampled example (its claim is about those vectors);
+    #: it hands each step's released vectors (detached, one row per example, in the batch's order) to the run's
+    #: ``TrainingSetup.release_observer`` when one is set (the hidden-state audit reads them)
+    releases_vectors: bool = False
+    #: True when the method takes public inputs from the test split (PATE's student): a run that evaluates on
+    #: held-out training examples instead (``RunConfig.holdout``) would hand it private ones, so it is refused
+    public_inputs_from_test: bool = False
+
+    @property
+    def compilable(self) -> bool:
+        return not self.compile_refusal
 
 
 class Method(ABC):
+    """A privacy mechanism and how it trains; what the harness must know of it besides is its :class:`Capabilities`.
+    Nothing outside sets its state: it is calibrated at birth (:meth:`calibrated`) or by itself (:meth:`calibrate`),
+    and takes the run's setup once (:meth:`begin`)."""
+
     name: ClassVar[str]
     #: option name -> default; options not listed here are refused.
     option_defaults: ClassVar[Mapping[str, Any]] = {}
-    #: the normalisation the method's models use unless the run says otherwise
-    default_norm: ClassVar[str] = "group"
-    #: False for a reference that spends no budget: a sweep runs it once per seed, at epsilon = inf
-    private: ClassVar[bool] = True
-    #: methods whose shape is not one step per Poisson batch (PATE) set this and implement ``fit``
-    own_loop: ClassVar[bool] = False
-    #: option sets a speed check times separately (DP-SGD: each per-example-gradient mode); one empty set by default
-    speed_variants: ClassVar[tuple[Mapping[str, Any], ...]] = ({},)
-    #: False where the step cannot run under ``torch.compile``; ``compile_refusal`` says why, in one line
-    compilable: ClassVar[bool] = True
-    compile_refusal: ClassVar[str] = ""
-    #: options that make a different recipe of the same method: a run whose value differs from the default is its
-    #: own leaderboard row ("pate [student=semi_supervised]"), not a seed of the default's
-    variant_options: ClassVar[tuple[str, ...]] = ()
-    #: the autocast mode of the run (``--amp``), from the run's TrainingSetup (:meth:`begin`)
-    amp: str = "none"
-    #: True for a method that releases one noisy vector per sampled example (its claim is about those vectors);
-    #: such a method hands each step's released vectors (detached, one row per example, in the batch's order) to
-    #: ``release_observer`` when one is set: the hidden-state audit reads them (None, the default, costs nothing)
-    releases_vectors: ClassVar[bool] = False
-    release_observer: Callable[[torch.Tensor], None] | None = None
+    capabilities: ClassVar[Capabilities] = Capabilities()
 
     def __init__(self, **options: Any):
         unknown = sorted(set(options) - set(self.option_defaults))
@@ -107,23 +125,30 @@ class Method(ABC):
         self.options: dict[str, Any] = {**self.option_defaults, **options}
         self.calibration: Calibration | None = None
         self.spec: PrivacySpec | None = None
+        #: the run's autocast mode (``--amp``) and the observer of its released vectors, from :meth:`begin`
+        self.amp = "none"
+        self.release_observer: Callable[[torch.Tensor], None] | None = None
+
+    @classmethod
+    def calibrated(cls, spec: PrivacySpec, calibration: Calibration, options: Mapping[str, Any] | None = None):
+        """A method with these options, born with ``calibration`` (computed by :meth:`noise_for` for ``spec``):
+        how the harness gets a run's method, its one calibration found once (``inputdp.benchmarks.resolve``)."""
+        method = cls(**dict(options or {}))
+        method.spec, method.calibration = spec, calibration
+        return method
 
     # --- privacy -------------------------------------------------------------------------------------------
     def calibrate(self, spec: PrivacySpec) -> Calibration:
         """Choose the noise for ``spec`` and remember it (with the spec); returns the calibration.
 
         The search itself is :meth:`noise_for`, which must not change the method: calibrating twice, or for
-        another spec, gives what one call on a fresh instance gives. The harness never calls this: a run's
-        calibration is computed once (``inputdp.benchmarks.resolve``) and handed over with :meth:`adopt`.
+        another spec, gives what one call on a fresh instance gives. The harness never calls this (see
+        :meth:`calibrated`).
         """
         t0 = time.perf_counter()
         calibration = replace(self.noise_for(spec), seconds=time.perf_counter() - t0)
-        self.adopt(spec, calibration)
-        return calibration
-
-    def adopt(self, spec: PrivacySpec, calibration: Calibration) -> None:
-        """Use ``calibration``, computed by :meth:`noise_for` for ``spec`` on a method with these options."""
         self.spec, self.calibration = spec, calibration
+        return calibration
 
     @abstractmethod
     def noise_for(self, spec: PrivacySpec) -> Calibration:
@@ -138,19 +163,6 @@ class Method(ABC):
         """Epsilon spent after ``steps_done`` steps, from the method's own accountant."""
 
     # --- training ------------------------------------------------------------------------------------------
-    def initialise(self, model: nn.Module) -> None:
-        """Set the freshly built model's initial parameters (before any copy of them is kept).
-
-        The default, used by every built-in method so that they all start alike, zeroes the classification head:
-        every class then starts at softmax 1/d for every input. The Dirichlet loss needs it (its gradient scales
-        with s_y, so a class that starts near s_y = 0 can stay dead); De et al. (2022) zero the last layer for
-        DP-SGD too. A method that wants the architecture's own initialisation overrides this with a no-op.
-        """
-        head = getattr(model, "head", None)
-        if isinstance(head, nn.Linear):
-            nn.init.zeros_(head.weight)
-            nn.init.zeros_(head.bias)
-
     def unwrap(self, model: nn.Module) -> nn.Module:
         """The user's model inside whatever ``prepare`` wrapped it in (the default wraps nothing)."""
         return model
@@ -159,16 +171,6 @@ class Method(ABC):
         """The model the run evaluates and releases: the trained one itself by default (DP-SGD with ``ema``: the
         average of its iterates, a post-processing of them)."""
         return model
-
-    #: True when the method takes public inputs from the test split (PATE's student): a run that evaluates on
-    #: held-out training examples instead (``RunConfig.holdout``) would hand it private ones, so it is refused.
-    public_inputs_from_test: bool = False
-
-    def check_holdout(self, holdout: int) -> None:
-        """Refuse a held-out run (``RunConfig.holdout``) where the test split is the method's public data."""
-        if holdout and self.public_inputs_from_test:
-            raise ConfigError(f"holdout={holdout} is not allowed with {self.name}: it takes public inputs from the "
-                              "test split, which a held-out run replaces by private training examples")
 
     @property
     def augments_inputs(self) -> bool:
@@ -184,9 +186,10 @@ class Method(ABC):
     def begin(
         self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup
     ) -> tuple[nn.Module, torch.optim.Optimizer]:
-        """What the harness calls once per run: the method takes the run's setup (its autocast mode) and prepares
-        the model and optimizer (:meth:`prepare`, the hook a method overrides)."""
-        self.amp = setup.amp
+        """What the harness calls once per run: the method takes the run's setup (its autocast mode, the observer
+        of its released vectors) and prepares the model and optimizer (:meth:`prepare`, the hook a method overrides;
+        it refuses there, in one line, an autocast mode under which its private computation would leave float32)."""
+        self.amp, self.release_observer = setup.amp, setup.release_observer
         return self.prepare(model, optimizer, setup)
 
     def prepare(
@@ -199,7 +202,8 @@ class Method(ABC):
         """The recipe, as "name=value" pairs of ``variant_options`` that differ from the baseline: the defaults,
         updated by ``baseline`` (the run's preset's options for this method), "" if none."""
         base = {**self.option_defaults, **(baseline or {})}
-        return ",".join(f"{k}={self.options[k]}" for k in self.variant_options if self.options[k] != base[k])
+        return ",".join(f"{k}={self.options[k]}" for k in self.capabilities.variant_options
+                        if self.options[k] != base[k])
 
     def describe(self) -> dict[str, Any]:
         """Extra facts about the prepared method, logged as run parameters (after ``prepare``)."""
@@ -234,12 +238,6 @@ class Method(ABC):
         """What the harness calls ``train_step`` with under ``--compile``: by default the compiled model (it shares
         the parameters; evaluation and the released model stay the uncompiled one)."""
         return torch.compile(model, dynamic=True)  # Poisson batches vary in size: one graph for all
-
-    def check_amp(self, amp: str) -> None:
-        """Refuse (ConfigError) an autocast mode under which the method's private computation would leave float32.
-
-        The built-in methods keep their mechanism in float32 under any mode; the default accepts every mode."""
-        return None
 
     def fit(self, context: FitContext) -> FitOutput:
         """The method's own loop (``own_loop = True``): train, return what to evaluate where."""

@@ -38,7 +38,7 @@ from .accounting.per_example import (
     discretisation_for,
     per_example_pld,
 )
-from .base import Calibration, Method, PrivacyClaim
+from .base import Calibration, Capabilities, Method, PrivacyClaim
 
 LR_RULES = ("fixed", "kappa")
 ACCOUNTANTS = (per_example.PER_EXAMPLE, "paper")
@@ -88,10 +88,9 @@ class DirichletSoftmax(Method):
     option_defaults = {"alpha": 3.0, "lr_rule": "fixed", "accountant": per_example.PER_EXAMPLE,
                        "adjacency": per_example.AUTO}
     #: the accountant makes another claim, and another noise: its own leaderboard row
-    variant_options = ("accountant", "lr_rule")
+    capabilities = Capabilities(variant_options=("accountant", "lr_rule"), releases_vectors=True)
     #: the accountants a run may choose (option ``accountant``); ``bench calibrate`` shows them side by side
     accountants = ACCOUNTANTS
-    releases_vectors = True
 
     def __init__(self, **options: Any):
         super().__init__(**options)

@@ -31,7 +31,7 @@ from torch import nn
 
 from inputdp.core.errors import ConfigError
 
-from .base import PrivacyClaim, TrainingSetup
+from .base import Capabilities, PrivacyClaim, TrainingSetup
 from .gaussian_accounting import SubsampledGaussianMethod
 
 # Opacus hooks every trainable layer with a full backward hook; where a layer's input needs no gradient (the first
@@ -92,7 +92,10 @@ class DPSGD(SubsampledGaussianMethod):
     option_defaults = {"max_grad_norm": 1.0, "accountant": "pld", "grad_sample_mode": "auto",
                        "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False,
                        "micro_batch": 0, "secure_mode": False}
-    variant_options = ("accountant", "augmult", "ema", "weight_standardisation", "max_grad_norm")
+    capabilities = Capabilities(
+        variant_options=("accountant", "augmult", "ema", "weight_standardisation", "max_grad_norm"),
+        speed_variants=tuple({"grad_sample_mode": m} for m in GRAD_SAMPLE_MODES if m != "auto"),
+        compile_refusal="Opacus' per-example-gradient hooks do not run under torch.compile")
 
     def __init__(self, **options: Any):
         super().__init__(**options)
@@ -161,9 +164,10 @@ class DPSGD(SubsampledGaussianMethod):
         if mode == "auto":  # the model registry's measured fastest mode for this model
             mode = setup.grad_sample_mode
             if mode in ("ghost", "bk") and (self.amp != "none" or o["weight_standardisation"]):
-                mode = "hooks"  # the norms would be taken in bf16 (see check_amp); a standardised weight is no product
+                mode = "hooks"  # the norms would be taken in bf16 (see _check_amp); a standardised weight is no product
             if mode == "ghost" and (o["augmult"] or o["micro_batch"]):
                 mode = "hooks"  # Opacus' ghost clipping never forms the per-example gradients augmult averages
+        self._check_amp(mode)
         # the augmentations' own stream, drawn from the run's seeded generator (same seed, same copies)
         self._augmenter.manual_seed(int(torch.randint(0, 2**62, (1,))))
         if o["ema"]:
@@ -317,14 +321,9 @@ class DPSGD(SubsampledGaussianMethod):
         if self._ema is not None:
             self._update_ema(model)
 
-    speed_variants = tuple({"grad_sample_mode": m} for m in GRAD_SAMPLE_MODES if m != "auto")
-    compilable = False
-    compile_refusal = "Opacus' per-example-gradient hooks do not run under torch.compile"
-
-    def check_amp(self, amp: str) -> None:
-        mode = self.mode or self.options["grad_sample_mode"]
-        if amp != "none" and mode in ("ghost", "bk"):
-            raise ConfigError(f"--amp {amp} is not allowed for dpsgd with grad_sample_mode={mode}: ghost and "
+    def _check_amp(self, mode: str) -> None:
+        if self.amp != "none" and mode in ("ghost", "bk"):
+            raise ConfigError(f"--amp {self.amp} is not allowed for dpsgd with grad_sample_mode={mode}: ghost and "
                               "book-keeping clipping compute the per-example norms from activations and output "
                               "gradients in the autocast dtype; use hooks or functorch")
 

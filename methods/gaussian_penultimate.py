@@ -48,7 +48,7 @@ from .accounting.per_example import (
     gaussian_vectors_epsilon,
     per_example_pld,
 )
-from .base import Calibration, PrivacyClaim, TrainingSetup
+from .base import Calibration, Capabilities, PrivacyClaim, TrainingSetup
 from .gaussian_accounting import SubsampledGaussianMethod, gaussian_epsilon
 
 #: with one input replaced, two clipped vectors are at most 2C apart
@@ -67,8 +67,7 @@ class GaussianPenultimate(SubsampledGaussianMethod):
     option_defaults = {"clip_norm": 1.0, "accountant": per_example.PER_EXAMPLE, "adjacency": per_example.AUTO}
     accountants = (per_example.PER_EXAMPLE, "rdp", "prv")
     #: the accountant makes another claim, and another noise: its own leaderboard row
-    variant_options = ("accountant",)
-    releases_vectors = True
+    capabilities = Capabilities(variant_options=("accountant",), releases_vectors=True)
 
     def __init__(self, **options: Any):
         super().__init__(**options)

@@ -6,13 +6,12 @@ import math
 
 from inputdp.core.config import PrivacySpec
 
-from .base import Calibration, Method, PrivacyClaim
+from .base import Calibration, Capabilities, Method, PrivacyClaim
 
 
 class NonPrivate(Method):
     name = "nonprivate"
-    default_norm = "batch"
-    private = False
+    capabilities = Capabilities(private=False, default_norm="batch")
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         return Calibration(noise={}, epsilon=math.inf)

@@ -16,7 +16,7 @@ from inputdp.methods.base import Method, PrivacyClaim
 from .helpers import smoke_config
 
 NAMES = METHODS.names()
-STEP_METHODS = [n for n in NAMES if not METHODS.get(n).load().own_loop]  # one step per Poisson batch
+STEP_METHODS = [n for n in NAMES if not METHODS.get(n).load().capabilities.own_loop]  # one step per Poisson batch
 QUIET = PerfFlags(device="cpu", progress=False)
 TIMING_KEYS = ("time", "memory", "seconds", "throughput")
 
@@ -59,14 +59,14 @@ def test_calibration_round_trip(name, epsilon):
     cal = method.calibrate(spec)
     claim = method.claim()
     assert isinstance(claim, PrivacyClaim) and claim.scope
-    if method.own_loop:  # PATE: the budget is spent by its queries (claim.steps), inside fit()
+    if method.capabilities.own_loop:  # PATE: the budget is spent by its queries (claim.steps), inside fit()
         assert cal.epsilon <= epsilon * (1 + 1e-9) and cal.epsilon == pytest.approx(epsilon, rel=0.02)
         # before fit every query counts as answered: the ledger of all of them is the calibrated bound
         assert method.epsilon_spent(claim.steps) == pytest.approx(cal.epsilon, rel=1e-12)
         assert 0.0 == method.epsilon_spent(0) < method.epsilon_spent(claim.steps // 2) < cal.epsilon
         return
     spent = method.epsilon_spent(spec.steps)
-    if not method.private:
+    if not method.capabilities.private:
         assert math.isinf(spent) and claim.protects == "nothing"
         return
     assert spent <= epsilon * (1 + 1e-9)
@@ -109,7 +109,7 @@ def test_empty_batches_are_handled(name):
     assert result.metrics["total_steps"] == 30
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if METHODS.get(n).load().private])
+@pytest.mark.parametrize("name", [n for n in NAMES if METHODS.get(n).load().capabilities.private])
 @pytest.mark.parametrize("epsilon,side", [(1e-300, "smallest"), (1e300, "largest"), (math.inf, "largest")])
 def test_out_of_range_targets_are_refused_quickly(name, epsilon, side):
     """A target no noise in range reaches (or one that would only buy the range's limit) is refused with the

@@ -86,5 +86,5 @@ def test_each_concept_is_defined_once():
     assert leaderboard.BLACK_BOX is audit.BLACK_BOX
     defined = [p for p in ROOT.rglob("*.py") if re.search(r"^BLACK_BOX\s*=", p.read_text(), re.M)]
     assert [p.relative_to(ROOT).as_posix() for p in defined] == ["benchmarks/audit.py"]
-    assert not METHODS.get(reference_method()).load().private
+    assert not METHODS.get(reference_method()).load().capabilities.private
     assert "protects\"] == \"nothing\"" not in (ROOT / "reports" / "leaderboard.py").read_text()

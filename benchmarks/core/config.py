@@ -181,7 +181,7 @@ class PerfFlags:
 
     ``amp="bf16"`` runs the network's forward and backward under autocast; each method keeps the computation its
     guarantee rests on (its noise, its sampling, its losses, its per-example clipping) and all accounting in
-    float32, and refuses a mode it cannot (``Method.check_amp``). ``channels_last`` stores images and convolution
+    float32, and refuses a mode it cannot (in ``Method.prepare``). ``channels_last`` stores images and convolution
     weights NHWC; ``compile`` runs ``torch.compile`` on what the method's step calls (refused, in one line, by a
     method whose step cannot be compiled). The rounding of bf16 changes a run's numbers, not its definition; the
     store keeps the two precisions apart (``ResolvedRun.key``, inputdp.benchmarks.resolve).

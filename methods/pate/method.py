@@ -37,7 +37,7 @@ from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value
 
 from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon, rdp_to_epsilon_classic
-from ..base import Calibration, FitContext, FitOutput, Method, PrivacyClaim
+from ..base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim
 from . import aggregators, analysis
 from .smooth_sensitivity import sanitise, smooth_sensitivity
 from .student import train_semi_supervised, train_supervised
@@ -58,7 +58,9 @@ def data_independent_rdp(*, queries: int, answers: int, sigma1: float | None, si
 
 class PATE(Method):
     name = "pate"
-    own_loop = True
+    capabilities = Capabilities(
+        own_loop=True, public_inputs_from_test=True,
+        variant_options=("student", "semi_epochs", "teacher_shift", "teacher_epochs", "teacher_width"))
     option_defaults = {
         "teachers": 250, "aggregator": "confident", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
         "queries": 640, "calibrate": True, "teacher_epochs": 20, "teacher_width": 8, "teacher_lr": 0.05,
@@ -74,7 +76,6 @@ class PATE(Method):
         "research_report": False,
         "student": "supervised", "semi_epochs": 40, "semi_threshold": 0.95, "semi_weight": 1.0, "semi_ratio": 7,
     }
-    variant_options = ("student", "semi_epochs", "teacher_shift", "teacher_epochs", "teacher_width")
     #: the smoothness of the smooth sensitivity, as a multiple of 1/order (Theorem 23 needs it below 1/2)
     SS_BETA_TIMES_ORDER = 0.4
 
@@ -140,8 +141,6 @@ class PATE(Method):
         return Calibration(noise=noise, epsilon=eps, order=order,
                            details={"noise_scale": scale, "queries": self.options["queries"],
                                     "threshold": self.options["threshold"]})
-
-    public_inputs_from_test = True
 
     @property
     def augments_inputs(self) -> bool:

@@ -328,6 +328,7 @@ def _exclusive_support(data: TensorData, m: int, seed: int) -> Canaries:
 
 
 def with_canaries(canaries: Canaries) -> TensorData:
+    """The audit's training set: the base data with the canaries that are in (their draw) appended."""
     inc = torch.from_numpy(canaries.included).to(canaries.x.device)
     b = canaries.base
     return TensorData(b.info, torch.cat([b.x_train, canaries.x[inc]]), torch.cat([b.y_train, canaries.y[inc]]),

@@ -93,6 +93,7 @@ class Counts:
 
 
 def counts(scores: np.ndarray, included: np.ndarray, tau: float, direction: str) -> Counts:
+    """The confusion counts (tp, fn, fp, tn) of the rule "in iff score above (or at most) tau"."""
     guess = scores > tau if direction == "above" else scores <= tau
     return Counts(int((guess & included).sum()), int((~guess & included).sum()), int((guess & ~included).sum()),
                   int((~guess & ~included).sum()))
@@ -212,6 +213,7 @@ def _lost(run_: ResolvedRun | RunConfig, error: str, *, included: dict[int, bool
 
 # --- the journal ---------------------------------------------------------------------------------------------
 def journal_path(config: RunConfig, spec: CanarySpec, runs: int) -> Path:
+    """Where a multi-run audit journals each finished run's score, so that a stopped audit resumes."""
     key = hashlib.sha256(json.dumps([config.key(), dataclasses.asdict(spec), runs]).encode()).hexdigest()[:16]
     return user_cache_dir() / "audit-runs" / f"{key}.jsonl"
 
@@ -267,6 +269,7 @@ class MultiRunResult:
 
 
 def check_runs(runs: int) -> None:
+    """Refuse a run count a multi-run audit cannot split in two halves of both worlds (even, >= 8)."""
     if not (isinstance(runs, int) and runs >= 8 and runs % 2 == 0):
         raise ConfigError(f"--runs {runs!r} is not allowed: give an even number >= 8 (half with the canary, half "
                           "without; a bound near 3 needs about 400)")

@@ -202,6 +202,7 @@ class SubmititExecutor(_Distributed):
 
 
 def get_executor(name: str, **options: Any):
+    """The executor by name (local, ray, submitit) with its options; an unknown name is refused in one line."""
     if name == "local":
         return LocalExecutor(**options)
     if name == "ray":

@@ -83,13 +83,8 @@ def _save(out: Path | None, result: dict[str, Any]) -> None:
         raise ConfigError(f"--out {str(out)!r} cannot be written: {err.strerror or err}") from None
 
 
-def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup: int, batch_size: int, device: str,
-          progress: bool = True, out: Path | None = None) -> dict[str, Any]:
-    """Time every configuration; with ``out``, the JSON is rewritten after each one ("complete": false until the
-    last), so a check killed part-way (out of memory, say) keeps its rows."""
-    for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0), ("batch-size", batch_size, 1)):
-        if not (isinstance(value, int) and value >= low):
-            raise ConfigError(f"--{name} {value!r} is not allowed: it must be an integer >= {low}")
+def _jobs(shapes: str | None, variants: str, methods: str, reference: str) -> list[tuple]:
+    """(data set, model, method, options, variant) for every configuration to time, the reference first."""
     shape_list, variant_list = _parse_shapes(shapes or GPU_CHECK_SHAPES), _parse_variants(variants)
     if methods == "all":
         method_list = [m for m in METHODS.names() if not METHODS.get(m).load().capabilities.own_loop]
@@ -98,16 +93,22 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
     for m in method_list:
         if METHODS.get(m).load().capabilities.own_loop:
             raise ConfigError(f"--methods: {m} trains in its own loop and has no step to time; leave it out")
-    reference = reference_method()
     method_list = list(dict.fromkeys([reference, *method_list]))
+    return [(dataset, model, m, dict(options), v) for dataset, model in shape_list for m in method_list
+            for options in METHODS.get(m).load().capabilities.speed_variants for v in variant_list]
+
+
+def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup: int, batch_size: int, device: str,
+          progress: bool = True, out: Path | None = None) -> dict[str, Any]:
+    """Time every configuration; with ``out``, the JSON is rewritten after each one ("complete": false until the
+    last), so a check killed part-way (out of memory, say) keeps its rows."""
+    for name, value, low in (("steps", steps, 1), ("warmup", warmup, 0), ("batch-size", batch_size, 1)):
+        if not (isinstance(value, int) and value >= low):
+            raise ConfigError(f"--{name} {value!r} is not allowed: it must be an integer >= {low}")
+    reference = reference_method()
+    jobs = _jobs(shapes, variants, methods, reference)
     dev = PerfFlags(device=device).resolve_device()
     on_gpu = dev.startswith("cuda")
-    jobs = []
-    for dataset, model in shape_list:
-        for m in method_list:
-            for options in METHODS.get(m).load().capabilities.speed_variants:
-                for v in variant_list:
-                    jobs.append((dataset, model, m, dict(options), v))
     bar = None
     if progress:
         from tqdm.auto import tqdm
@@ -175,6 +176,7 @@ def _ratios(rows: list[dict[str, Any]], reference: str) -> None:
 
 
 def write_table(result: dict[str, Any], out: TextIO) -> None:
+    """The gpu-check result as a Markdown table, one row per shape, method and speed variant."""
     ref = result["reference"]
     out.write(f"{result['device']} (torch {result['torch']}): {result['steps']} timed steps after {result['warmup']} "
               f"of warm-up, expected batch {result['expected_batch_size']}, synthetic data\n")

@@ -63,17 +63,20 @@ class RunResult:
 
 
 def seed_everything(seed: int) -> None:
+    """Seed Python's, NumPy's and torch's generators from the run's seed."""
     random.seed(seed)
     np.random.seed(seed % 2**32)
     torch.manual_seed(seed)
 
 
 def synchronize(device: str) -> None:
+    """Wait for the device's queued work (CUDA); nothing on the CPU."""
     if device.startswith("cuda"):
         torch.cuda.synchronize(device)
 
 
 def make_optimizer(config: RunConfig, params, lr: float) -> torch.optim.Optimizer:
+    """The configuration's optimizer (SGD with momentum, or Adam) over ``params`` at rate ``lr``."""
     if config.optimizer == "sgd":
         return torch.optim.SGD(params, lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
     return torch.optim.Adam(params, lr=lr, weight_decay=config.weight_decay)

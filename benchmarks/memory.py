@@ -12,6 +12,7 @@ _PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
 
 def current_rss_bytes() -> int:
+    """The process's resident memory now (Linux: /proc/self/statm), else its lifetime peak."""
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * _PAGE

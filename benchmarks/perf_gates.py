@@ -35,4 +35,5 @@ def check(figures: dict[str, float], gates: Gates) -> list[GateResult]:
 
 
 def failures(results: list[GateResult]) -> list[str]:
+    """One line per gate that failed."""
     return [r.line() for r in results if not r.passed]

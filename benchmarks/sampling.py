@@ -80,6 +80,7 @@ def poisson_batches(
 
 
 def expected_batch_size(n: int, sampling_rate: float) -> float:
+    """The expected Poisson batch, q n."""
     return n * sampling_rate
 
 

@@ -17,6 +17,7 @@ class ServerError(RuntimeError):
 
 
 def port_in_use(port: int, host: str = "127.0.0.1") -> bool:
+    """True when a process listens on (host, port)."""
     with socket.socket() as s:
         try:
             s.bind((host, port))
@@ -38,6 +39,7 @@ def _log_cause(log_path: str | None) -> str:
 
 
 def free_port() -> int:
+    """A port nobody listens on now (the system's choice)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -69,6 +71,7 @@ class MLflowServer:
 
 def start_mlflow_server(backend_store_uri: str, *, port: int | None = None, artifacts_dir: str | None = None,
                         timeout: float = 90.0, log_path: str | None = None) -> MLflowServer:
+    """Start ``mlflow server`` on loopback and wait until it answers; stopped by its ``stop``."""
     port = port or free_port()
     cmd = [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", backend_store_uri,
            "--host", "127.0.0.1", "--port", str(port), "--workers", "1"]

@@ -53,6 +53,19 @@ def _data(dataset: str, data_dir: str | None, device: str, synthetic: bool, n: i
         raise ConfigError(f"{err} (bench speed: give --synthetic to time on random data of the same shape)") from None
 
 
+def _entries(names: Sequence[str], reference: str, method_options: dict, variants: bool) -> list[tuple[str, str, dict]]:
+    """(label, method, its options) to time: each method once, or (``variants``) once per option set it declares,
+    labelled ``METHOD[OPTION=VALUE]``."""
+    entries = []
+    for n in names:
+        own = dict(method_options.get(n, {}))
+        declared = METHODS.get(n).load().capabilities.speed_variants if variants and n != reference else ({},)
+        for v in declared:
+            label = n + ("[" + ",".join(f"{k}={val}" for k, val in v.items()) + "]" if v else "")
+            entries.append((label, n, {**own, **v}))
+    return entries
+
+
 def measure(
     methods: Sequence[str], *, dataset: str, preset: str = "cpu", model: str | None = None, batch_size: int = 256,
     steps: int = 50, warmup: int = 5, epsilon: float = 1.0, norm: str = "group", data_dir: str | None = None,
@@ -69,20 +82,11 @@ def measure(
     for n in names:
         if METHODS.get(n).load().capabilities.own_loop:
             raise ConfigError(f"method {n!r} trains in its own loop and has no per-step time: leave it out of speed")
-    if not (isinstance(batch_size, int) and batch_size >= 1):
-        raise ConfigError(f"batch-size={batch_size!r} is not allowed: it must be an integer >= 1")
-    if not (isinstance(steps, int) and steps >= 1):
-        raise ConfigError(f"steps={steps!r} is not allowed: it must be an integer >= 1")
-    if not (isinstance(warmup, int) and warmup >= 0):
-        raise ConfigError(f"warmup={warmup!r} is not allowed: it must be an integer >= 0")
+    for what, value, low in (("batch-size", batch_size, 1), ("steps", steps, 1), ("warmup", warmup, 0)):
+        if not (isinstance(value, int) and value >= low):
+            raise ConfigError(f"{what}={value!r} is not allowed: it must be an integer >= {low}")
     data, source = _data(dataset, data_dir, device, synthetic, max(4 * batch_size, 2048))
-    entries: list[tuple[str, str, dict]] = []  # (label, method, its options)
-    for n in names:
-        own = dict((method_options or {}).get(n, {}))
-        declared = METHODS.get(n).load().capabilities.speed_variants if variants and n != reference else ({},)
-        for v in declared:
-            label = n + ("[" + ",".join(f"{k}={val}" for k, val in v.items()) + "]" if v else "")
-            entries.append((label, n, {**own, **v}))
+    entries = _entries(names, reference, method_options or {}, variants)
     prepared: dict[str, Prepared] = {}
     for label, n, options in entries:
         config: RunConfig = build_config(method=n, dataset=dataset, preset=preset, epsilon=epsilon, seed=0,

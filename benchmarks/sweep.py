@@ -49,6 +49,7 @@ class Overrides:
 
 
 def parse_list(text: str, kind: type, what: str) -> list:
+    """A comma-separated flag as a list of ``kind``, refused in one line when a value does not parse."""
     try:
         values = [kind(v) for v in text.split(",") if v.strip()]
     except ValueError:
@@ -59,6 +60,7 @@ def parse_list(text: str, kind: type, what: str) -> list:
 
 
 def resolve_methods(text: str) -> list[str]:
+    """The methods a flag names (``all``: every registered one, plug-ins that load included)."""
     if text == "all":
         METHODS.check_all_load()  # "all" with a plug-in that does not load would quietly be fewer
         return METHODS.names()
@@ -72,6 +74,7 @@ def resolve_methods(text: str) -> list[str]:
 
 def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed: int,
                  overrides: Overrides | None = None) -> RunConfig:
+    """One configuration: the preset's settings for the data set and method, each explicit flag winning."""
     o = overrides or Overrides()
     METHODS.get(method)
     dataset = canonical_name(dataset)

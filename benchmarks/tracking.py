@@ -44,6 +44,7 @@ ALLOWED = "sqlite:///FILE, http(s)://HOST:PORT, or a postgresql://, mysql:// or 
 
 
 def default_tracking_uri() -> str:
+    """$MLFLOW_TRACKING_URI, else sqlite:///mlflow.db in the working directory."""
     return os.environ.get("MLFLOW_TRACKING_URI") or f"sqlite:///{Path.cwd() / 'mlflow.db'}"
 
 
@@ -172,6 +173,7 @@ def _store_lock(uri: str):
 
 
 def client(tracking_uri: str | None = None):
+    """An MLflow client of the store (the default store when None)."""
     quiet_mlflow()
     from mlflow.tracking import MlflowClient
 
@@ -179,6 +181,7 @@ def client(tracking_uri: str | None = None):
 
 
 def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT) -> str:
+    """The experiment's id, made if missing (a concurrent maker's is used)."""
     exp = mlflow_client.get_experiment_by_name(name)
     if exp is not None:
         return exp.experiment_id
@@ -221,6 +224,7 @@ def _param_value(v: Any) -> str:
 
 
 def run_name(config) -> str:
+    """A training run's name in the UI: method-dataset-epsEPS-sSEED."""
     return f"{config.method}-{config.dataset}-eps{config.privacy.epsilon:g}-s{config.seed}"
 
 
@@ -261,6 +265,7 @@ def is_alive(run, now: float | None = None) -> bool:
 
 
 def runs_with_key(mlflow_client, exp_id: str, config_key: str) -> list:
+    """Every run of the experiment stored under a configuration key."""
     return mlflow_client.search_runs([exp_id], filter_string=f"tags.{names.TAG_CONFIG_KEY} = '{config_key}'",
                                      max_results=1000)
 

@@ -177,3 +177,45 @@ def test_harness_modules_do_not_reach_into_methods_internals(module):
     deps = _imports(module, modules[module], modules)
     inner = {d for d in deps if d.startswith("inputdp.methods.") and d not in ("inputdp.methods.base", "inputdp.methods.augment")}
     assert inner == set()
+
+
+# --- the size of the code's parts ---------------------------------------------------------------------------------
+
+#: a function this long is doing several things; a parser's list of flags (``add_arguments``) is a table, exempt
+MAX_FUNCTION_LINES = 60
+
+
+def _functions(folder: str):
+    for path in sorted((ROOT / folder).rglob("*.py")):
+        if "perf" in path.relative_to(ROOT / folder).parts:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                yield path, node
+
+
+def test_no_function_is_over_60_lines_outside_a_parser():
+    long = [f"{p.relative_to(ROOT)}:{n.lineno} {n.name} ({n.end_lineno - n.lineno + 1} lines)"
+            for folder in ("benchmarks", "methods", "datasets", "reports") for p, n in _functions(folder)
+            if n.end_lineno - n.lineno + 1 > MAX_FUNCTION_LINES and n.name != "add_arguments"]
+    assert long == []
+
+
+def test_every_public_function_in_benchmarks_has_a_docstring():
+    missing = []
+    for path in sorted((ROOT / "benchmarks").rglob("*.py")):
+        if "perf" in path.relative_to(ROOT / "benchmarks").parts:
+            continue
+        for node in ast.parse(path.read_text()).body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not node.name.startswith("_") \
+                    and ast.get_docstring(node) is None:
+                missing.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.name}")
+    assert missing == []
+
+
+def test_the_size_checks_see_a_long_function_and_a_bare_one(tmp_path):
+    body = "\n".join(f"    x{i} = {i}" for i in range(61))
+    node = ast.parse(f"def f():\n{body}\n").body[0]
+    assert node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
+    assert ast.get_docstring(ast.parse("def g():\n    return 1\n").body[0]) is None

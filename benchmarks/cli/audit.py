@@ -13,6 +13,7 @@ from .common import DATASET_HELP, add_executor_flags, executor_options, parse_op
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    """``bench audit``: one run with m canaries (or, with --runs, N runs), the data checked before the store."""
     from inputdp.benchmarks.audit import BLACK_BOX, PATTERN_SCALE, audit, check_arguments, resolve_scores
     from inputdp.benchmarks.models import MODELS
     from inputdp.benchmarks.sweep import Overrides, build_config, check_feasible, resolve_methods
@@ -122,6 +123,7 @@ def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
 
 
 def cmd_hidden_state(args: argparse.Namespace) -> int:
+    """``bench hidden-state``: the multi-run audit of a per-example release on a constructed linear model."""
     from inputdp.benchmarks.hidden_state import HiddenStateSetup, hidden_state_audit
 
     options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}

@@ -12,6 +12,7 @@ from .common import parse_options
 
 
 def cmd_calibrate(args: argparse.Namespace) -> int:
+    """``bench calibrate``: one calibration at (epsilon, delta, q, T), or a table over a preset's data sets."""
     from inputdp.core.config import PrivacySpec
     from inputdp.methods import METHODS, create_method
 

@@ -72,6 +72,7 @@ def parse_options(items: list[str] | None, methods: list[str]) -> dict[str, dict
 
 
 def add_run_flags(p: argparse.ArgumentParser) -> None:
+    """The flags of a sweep (``bench run``): what to run, the preset's overrides, the store, the executor."""
     p.add_argument("--methods", default="all", help="'all' or a comma-separated list (see `bench list`)")
     p.add_argument("--dataset", required=True, help=DATASET_HELP)
     p.add_argument("--epsilons", default="1", help="comma-separated target epsilons, e.g. 1,4")
@@ -105,6 +106,7 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
 
 
 def add_executor_flags(p: argparse.ArgumentParser) -> None:
+    """Where the runs go: the local executor (and its workers), a Ray cluster or a SLURM array."""
     p.add_argument("--executor", default="local", help="local | ray | submitit")
     p.add_argument("--ray-address", help="a Ray cluster's address (default: start a local one)")
     p.add_argument("--cpus-per-run", type=float, default=1.0)
@@ -116,6 +118,7 @@ def add_executor_flags(p: argparse.ArgumentParser) -> None:
 
 
 def executor_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The chosen executor's keyword options, from its flags."""
     if args.executor == "ray":
         return {"address": args.ray_address, "cpus_per_run": args.cpus_per_run, "gpus_per_run": args.gpus_per_run,
                 "local_cpus": args.workers}
@@ -127,12 +130,14 @@ def executor_options(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def add_speed_flags(p: argparse.ArgumentParser) -> None:
+    """The speed flags (autocast, channels-last, compile): they never change what a run computes privately."""
     p.add_argument("--amp", default="none", help="none | bf16: autocast the network (the mechanism stays float32)")
     p.add_argument("--channels-last", action="store_true", help="NHWC images and convolution weights")
     p.add_argument("--compile", action="store_true", help="torch.compile what the method's step calls")
 
 
 def perf_flags(args: argparse.Namespace, **kw: Any):
+    """The command's PerfFlags, refused in one line where a flag has no allowed value."""
     from inputdp.core.config import PerfFlags
 
     return PerfFlags(device=args.device, threads=getattr(args, "threads", 0), amp=args.amp,

@@ -12,6 +12,7 @@ from .common import add_run_flags, executor_options, parse_options, perf_flags
 
 
 def cmd_run(args: argparse.Namespace) -> int:
+    """``bench run``: expand, resolve (one calibration each), check the data, then run the sweep into the store."""
     from inputdp.benchmarks.sweep import Overrides, check_feasible, expand, parse_list, resolve_methods, run_sweep
 
     methods = resolve_methods(args.methods)

@@ -9,6 +9,7 @@ from inputdp.core.errors import ConfigError
 
 
 def cmd_server(args: argparse.Namespace) -> int:
+    """``bench server``: an MLflow tracking server on loopback, its URI printed; it runs until stopped."""
     import time
 
     from inputdp.benchmarks.server import ServerError, port_in_use, start_mlflow_server

@@ -10,6 +10,7 @@ from .common import DATASET_HELP, add_speed_flags, parse_options, perf_flags
 
 
 def cmd_speed(args: argparse.Namespace) -> int:
+    """``bench speed``: each method's step, interleaved with the reference's, on the same batches."""
     from inputdp.benchmarks.speed import measure
     from inputdp.benchmarks.sweep import resolve_methods
     from inputdp.methods import METHODS
@@ -36,6 +37,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
 
 def cmd_gpu_check(args: argparse.Namespace) -> int:
+    """``bench gpu-check``: the paper's shapes on synthetic data, a table and a JSON file."""
     from pathlib import Path
 
     from inputdp.benchmarks.gpucheck import check, write_table

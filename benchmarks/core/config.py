@@ -216,4 +216,5 @@ class PerfFlags:
 
 
 def precision(perf: PerfFlags) -> str:
+    """The tag a run's precision is stored under: float32, or the autocast dtype."""
     return "float32" if perf.amp == "none" else perf.amp

@@ -31,6 +31,7 @@ MODELS: Registry[ModelInfo] = Registry("model", group=ENTRY_POINT_GROUP, entry_t
 
 
 def register_model(info: ModelInfo, *, force: bool = False) -> ModelInfo:
+    """Add a model to the registry (a taken name is refused unless ``force``)."""
     return MODELS.register(info, force=force)
 
 

@@ -180,14 +180,43 @@ class PATE(Method):
 
     # --- the loop ------------------------------------------------------------------------------------------
     def fit(self, context: FitContext) -> FitOutput:
-        o = self.options
-        data, device = context.data, context.device
-        spec, _ = self._need_calibration()
+        """Teachers on disjoint parts of the private set, their noisy votes on public queries, the sanitised
+        data-dependent epsilon, and the student on the answered queries; each phase reported to the harness."""
+        o, data, device = self.options, context.data, context.device
         g = torch.Generator().manual_seed(context.seed)
         rng = np.random.default_rng(context.seed)
         metrics: dict[str, float] = {}
+        pool, x_eval, y_eval = self._public_split(data, device, metrics)
+        ensemble, m = self._teachers(context, g, metrics)
+        # the teachers' own accuracy is a function of the private set that no claim covers (they are never
+        # released): it is not published; the harness times the phase (a time is not covered either, THEORY.md)
+        context.report({}, phase="teachers")
+        q = min(o["queries"], pool.shape[0])
+        qidx = pool[torch.randperm(pool.shape[0], generator=g)[:q].to(device)]
+        x_q, y_q_true = data.x_test[qidx], data.y_test[qidx]
+        votes = F.one_hot(ensemble.predict(x_q).cpu().T, data.info.num_classes).sum(1).numpy().astype(np.float64)
+        labels, paid, check_seen = self._aggregate(context, votes, x_q, g, rng)
+        context.report({}, phase="labels")
+        self.paid = np.asarray(paid, dtype=bool)
+        have = labels >= 0
+        metrics["queries_asked"] = q
+        metrics["queries_answered"] = int(paid.sum())
+        metrics["labels_used"] = int(have.sum())
+        metrics["label_accuracy"] = float((labels[have] == y_q_true.cpu().numpy()[have]).mean()) if have.any() else 0.0
+        # accounting: data-independent (the claim) and data-dependent (sanitised before it is logged); its time
+        # depends on the votes (the smooth-sensitivity loop), so it is never timed apart from the student's training
+        metrics["epsilon_data_independent"] = self.epsilon_spent(q)
+        metrics[names.METRIC_EPSILON_DD_SANITISED] = self._sanitised_epsilon(votes, paid, check_seen, m, rng,
+                                                                             metrics)
+        student = self._student(context, x_q[torch.from_numpy(have).to(device)],
+                                torch.from_numpy(labels[have]).to(device), pool, g, metrics)
+        context.report({}, phase="accounting_and_student")
+        return FitOutput(student, x_eval, y_eval, steps=q, metrics=metrics)
 
-        # public split of the test set (fixed, seed-independent)
+    def _public_split(self, data, device: str, metrics: dict[str, float]):
+        """(the public pool's test indices, the held-out test examples the student is evaluated on): a fixed,
+        seed-independent split of the test set."""
+        o = self.options
         perm = torch.randperm(data.x_test.shape[0], generator=torch.Generator().manual_seed(PUBLIC_SPLIT_SEED))
         n_test = data.x_test.shape[0]
         pool_n = min(o["public_pool"], n_test - 1)
@@ -197,65 +226,55 @@ class PATE(Method):
                   f"the student on: {pool_n} are the public pool, {n_test - pool_n} evaluate", file=sys.stderr)
         metrics["public_pool_used"] = pool_n
         pool, held = perm[:pool_n].to(device), perm[pool_n:].to(device)
-        x_eval, y_eval = data.x_test[held], data.y_test[held]
+        return pool, data.x_test[held], data.y_test[held]
 
-        # teachers on disjoint parts of the private training set
+    def _teachers(self, context: FitContext, g: torch.Generator, metrics: dict[str, float]):
+        """The teacher ensemble, each teacher on its own disjoint part of the private training set."""
+        o, data = self.options, context.data
         m = o["teachers"]
         per = data.train_size // m
         if per < 1:
             raise ConfigError(f"teachers={m} is not allowed for {data.train_size} training examples: at most that many")
-        order = torch.randperm(data.train_size, generator=g)[: m * per].to(device)
+        order = torch.randperm(data.train_size, generator=g)[: m * per].to(context.device)
         x_parts = data.x_train[order].view(m, per, *data.shape)
         y_parts = data.y_train[order].view(m, per)
-        info = data.info
-
         torch.manual_seed(context.seed)
-        ensemble = train_teachers(x_parts, y_parts, num_classes=info.num_classes, width=o["teacher_width"],
+        ensemble = train_teachers(x_parts, y_parts, num_classes=data.info.num_classes, width=o["teacher_width"],
                                   epochs=o["teacher_epochs"], batch_size=max(1, min(32, per // 4)),
                                   lr=o["teacher_lr"], momentum=0.9, generator=g, shift_pixels=o["teacher_shift"],
-                                  fill=torch.tensor(blank_value(info), dtype=data.x_train.dtype))
+                                  fill=torch.tensor(blank_value(data.info), dtype=data.x_train.dtype))
         metrics["teacher_count"] = m
         metrics["teacher_examples_each"] = per
-        # the teachers' own accuracy is a function of the private set that no claim covers (they are never
-        # released): it is not published; the harness times the phase (a time is not covered either, THEORY.md)
-        context.report({}, phase="teachers")
+        return ensemble, m
 
-        # votes on the queries
-        q = min(o["queries"], pool_n)
-        qidx = pool[torch.randperm(pool_n, generator=g)[:q].to(device)]
-        x_q, y_q_true = data.x_test[qidx], data.y_test[qidx]
-        tp = ensemble.predict(x_q).cpu()
-        votes = F.one_hot(tp.T, info.num_classes).sum(1).numpy().astype(np.float64)  # (q, classes)
-
-        # aggregation (and, for the interactive aggregator, a first student)
+    def _aggregate(self, context: FitContext, votes: np.ndarray, x_q: torch.Tensor, g: torch.Generator,
+                   rng: np.random.Generator):
+        """(labels, -1 where unanswered; which queries paid for an answer; the top vote each check saw), from the
+        aggregator (the interactive one trains a first student on its first half)."""
+        o, q = self.options, votes.shape[0]
         agg = o["aggregator"]
         check_seen = votes.max(axis=1)
         if agg == "gnmax":
-            labels, paid = aggregators.gnmax(votes, self.sigma2, rng), np.ones(q, dtype=bool)
-        elif agg == "confident":
+            return aggregators.gnmax(votes, self.sigma2, rng), np.ones(q, dtype=bool), check_seen
+        if agg == "confident":
             labels, paid = aggregators.confident_gnmax(votes, o["threshold"], self.sigma1, self.sigma2, rng)
-        else:
-            half = q // 2
-            l1, p1 = aggregators.confident_gnmax(votes[:half], o["threshold"], self.sigma1, self.sigma2, rng)
-            first = self._train_student(context, x_q[:half][torch.from_numpy(l1 >= 0)],
-                                        torch.from_numpy(l1[l1 >= 0]).to(device), g)
-            with torch.no_grad():
-                probs = torch.softmax(first(x_q[half:]), 1).cpu().numpy()
-            l2, p2, seen2 = aggregators.interactive_gnmax(votes[half:], probs, o["threshold"], self.sigma1, self.sigma2,
-                                                          o["student_threshold"], rng)
-            labels, paid = np.concatenate([l1, l2]), np.concatenate([p1, p2])
-            check_seen = np.concatenate([votes[:half].max(axis=1), seen2])
-        context.report({}, phase="labels")
-        self.paid = np.asarray(paid, dtype=bool)
-        have = labels >= 0
-        metrics["queries_asked"] = q
-        metrics["queries_answered"] = int(paid.sum())
-        metrics["labels_used"] = int(have.sum())
-        metrics["label_accuracy"] = float((labels[have] == y_q_true.cpu().numpy()[have]).mean()) if have.any() else 0.0
+            return labels, paid, check_seen
+        half = q // 2
+        l1, p1 = aggregators.confident_gnmax(votes[:half], o["threshold"], self.sigma1, self.sigma2, rng)
+        first = self._train_student(context, x_q[:half][torch.from_numpy(l1 >= 0)],
+                                    torch.from_numpy(l1[l1 >= 0]).to(context.device), g)
+        with torch.no_grad():
+            probs = torch.softmax(first(x_q[half:]), 1).cpu().numpy()
+        l2, p2, seen2 = aggregators.interactive_gnmax(votes[half:], probs, o["threshold"], self.sigma1, self.sigma2,
+                                                      o["student_threshold"], rng)
+        return (np.concatenate([l1, l2]), np.concatenate([p1, p2]),
+                np.concatenate([votes[:half].max(axis=1), seen2]))
 
-        # accounting: data-independent (the claim) and data-dependent (sanitised before it is logged); its time
-        # depends on the votes (the smooth-sensitivity loop), so it is never timed apart from the student's training
-        metrics["epsilon_data_independent"] = self.epsilon_spent(q)
+    def _sanitised_epsilon(self, votes: np.ndarray, paid: np.ndarray, check_seen: np.ndarray, teachers: int,
+                           rng: np.random.Generator, metrics: dict[str, float]) -> float:
+        """The data-dependent epsilon, sanitised by the smooth-sensitivity mechanism (order, smoothness and noise
+        fixed before the votes): the only one published; the unsanitised one stays in the instance, for research."""
+        o, spec, q = self.options, self._need_calibration()[0], votes.shape[0]
         threshold = o["threshold"] if self.sigma1 is not None else None
 
         def data_dependent(orders: np.ndarray) -> np.ndarray:
@@ -272,33 +291,32 @@ class PATE(Method):
         # research only, never logged: the best order and epsilon are functions of the votes
         dd_all = data_dependent(analysis.ORDERS)
         self._unsanitised = rdp_to_epsilon(analysis.ORDERS, dd_all, spec.delta)[0]
-        # the release: order, smoothness and noise fixed before the votes; only the noisy epsilon is published
         lam = self.release_order()
         beta = self.SS_BETA_TIMES_ORDER / lam
         ss = smooth_sensitivity(votes, paid, sigma1=self.sigma1, sigma2=self.sigma2, threshold=threshold, order=lam,
-                                beta_smooth=beta, num_teachers=m, check_votes=check_seen)
+                                beta_smooth=beta, num_teachers=teachers, check_votes=check_seen)
         release = sanitise(float(data_dependent(np.array([lam]))[0]), ss, order=lam, beta=beta,
                            sigma_ss=float(o["ss_sigma"]), delta=spec.delta, rng=rng)
-        metrics[names.METRIC_EPSILON_DD_SANITISED] = release.epsilon
         if o["research_report"] is True:
-            self._print_research_report(dd_all, q, int(paid.sum()), metrics, spec.delta)
+            self._print_research_report(dd_all, q, int(paid.sum()), {**metrics, names.METRIC_EPSILON_DD_SANITISED:
+                                                                     release.epsilon}, spec.delta)
+        return release.epsilon
 
-        # the student on the answered queries (and, semi-supervised, on the unlabelled pool)
-        sel = torch.from_numpy(have).to(device)
-        x_l, y_l = x_q[sel], torch.from_numpy(labels[have]).to(device)
-        if o["student"] == "semi_supervised":
-            student = context.new_model()
-            fill = torch.tensor(blank_value(info), dtype=data.x_test.dtype)
-            student, kept = train_semi_supervised(
-                student, context.new_optimizer(student.parameters()), x_l, y_l, data.x_test[pool],
-                epochs=o["semi_epochs"], generator=g, fill=fill, threshold=float(o["semi_threshold"]),
-                weight=float(o["semi_weight"]), ratio=o["semi_ratio"])
-            metrics["student_pool_size"] = pool_n
-            metrics["student_pool_confident"] = kept
-        else:
-            student = self._train_student(context, x_l, y_l, g)
-        context.report({}, phase="accounting_and_student")
-        return FitOutput(student, x_eval, y_eval, steps=q, metrics=metrics)
+    def _student(self, context: FitContext, x_l: torch.Tensor, y_l: torch.Tensor, pool: torch.Tensor,
+                 g: torch.Generator, metrics: dict[str, float]) -> nn.Module:
+        """The student on the answered queries (and, semi-supervised, on the unlabelled public pool)."""
+        o, data = self.options, context.data
+        if o["student"] != "semi_supervised":
+            return self._train_student(context, x_l, y_l, g)
+        student = context.new_model()
+        fill = torch.tensor(blank_value(data.info), dtype=data.x_test.dtype)
+        student, kept = train_semi_supervised(
+            student, context.new_optimizer(student.parameters()), x_l, y_l, data.x_test[pool],
+            epochs=o["semi_epochs"], generator=g, fill=fill, threshold=float(o["semi_threshold"]),
+            weight=float(o["semi_weight"]), ratio=o["semi_ratio"])
+        metrics["student_pool_size"] = pool.shape[0]
+        metrics["student_pool_confident"] = kept
+        return student
 
     def _print_research_report(self, dd: np.ndarray, queries: int, answered: int, metrics: dict[str, float],
                                delta: float) -> None:

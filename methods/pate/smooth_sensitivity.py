@@ -227,6 +227,67 @@ class GNMaxSensitivity:
         return cls(float(sigma), float(order), int(classes), log_q0, log_q1, ready.at(log_q1), True, "verified")
 
 
+def _paper_sensitivity(cache: dict, votes: np.ndarray, answered: np.ndarray, *, sigma2: float, order: float,
+                       teachers: int, cap: float) -> GNMaxSensitivity:
+    """The paper's Algorithms 3-5 for (sigma2, order, classes), and (where its conditions hold) each answered
+    query's bound at every distance, in ``cache["paper_table"]`` (queries x distances 0..teachers)."""
+    k = votes.shape[1]
+    if "paper" not in cache:
+        floor = float(_log_q_from_gaps(np.full((1, k - 1), float(teachers)), sigma2, cap)[0])
+        cache["paper"] = GNMaxSensitivity.prepare(sigma2, order, k, floor)
+    paper = cache["paper"]
+    if paper.holds and "paper_table" not in cache:
+        table = np.zeros((votes.shape[0], teachers + 1))
+        for i in np.flatnonzero(answered):
+            table[i] = paper.by_distance(votes[i], teachers)
+        cache["paper_table"] = table
+    return paper
+
+
+def _windowed(out: np.ndarray, cache: dict, cost, gaps: np.ndarray, answered: np.ndarray, *, sigma2: float,
+              cap: float, d: int, teachers: int) -> None:
+    """Lower ``out`` to the windowed bound where the top class cannot change within d + 1 moves (the second bound
+    of :func:`local_sensitivities`)."""
+    shift = 2.0 * (d + 1)
+    if "fine" not in cache:
+        lowest = float(_log_q_from_gaps(gaps[answered] + 2.0 * teachers, sigma2, cap).min())
+        cache["fine"] = _FineCost(cost, max(lowest - 1.0, -120.0), math.log(cap), 0.002)
+    fine = cache["fine"]
+    for i in np.flatnonzero(answered & (gaps.min(axis=1) > shift)):
+        big = min(float(gaps[i].max()) + 2 * d, float(teachers))
+        below = float(_log_tail(big, sigma2) - _log_tail(big + 2, sigma2))
+        above = float(_log_tail(big - 2, sigma2) - _log_tail(big, sigma2))
+        lo = float(_log_q_from_gaps(gaps[i] + 2 * d, sigma2, cap))
+        hi = float(_log_q_from_gaps(gaps[i] - 2 * d, sigma2, cap))
+        windowed = fine.largest_window_spread(lo, hi, below, above)
+        if windowed is not None:
+            out[i] = min(out[i], windowed)
+
+
+def _threshold_sensitivities(cache: dict, votes: np.ndarray, check_votes: np.ndarray | None, *, sigma1: float,
+                             threshold: float, order: float, teachers: int, d: int, tight: bool) -> np.ndarray:
+    """Per query, the threshold check's bound: the largest one-step change of its cost within d of the top vote
+    seen (the whole range within d + 1 where the seen values are not whole numbers)."""
+    seen = votes.max(axis=1) if check_votes is None else np.asarray(check_votes, dtype=np.float64)
+    if "threshold_costs" not in cache:
+        cache["threshold_costs"] = np.array([
+            analysis.rdp_threshold_data_dependent(threshold, sigma1, v, np.array([order]))[0]
+            for v in range(teachers + 1)])
+    costs = cache["threshold_costs"]
+    steps = np.abs(np.diff(costs))  # steps[v]: |c(v + 1) - c(v)|
+    whole = np.allclose(seen, np.rint(seen))
+    top_votes = np.clip(np.rint(seen), 0, teachers).astype(int)
+    out = np.zeros(len(top_votes))
+    for i, v in enumerate(top_votes):
+        if whole and tight:  # the top vote within d moves is in [v - d, v + d]; one more move: one step
+            lo, hi = max(v - d - 1, 0), min(v + d, teachers - 1)
+            out[i] = float(steps[lo: hi + 1].max()) if hi >= lo else 0.0
+        else:
+            lo, hi = max(v - d - 1, 0), min(v + d + 1, teachers)
+            out[i] = float(costs[lo: hi + 1].max() - costs[lo: hi + 1].min())
+    return out
+
+
 def local_sensitivities(votes: np.ndarray, answered: np.ndarray, *, sigma1: float | None, sigma2: float,
                         threshold: float | None, order: float, num_teachers: int, distance: int,
                         check_votes: np.ndarray | None = None, bound: str = "paper",
@@ -270,49 +331,15 @@ def local_sensitivities(votes: np.ndarray, answered: np.ndarray, *, sigma1: floa
         raise ValueError(f"bound={bound!r} is not allowed: choose one of {', '.join(BOUNDS)}")
     paper = None
     if bound == "paper" and answered.any():
-        if "paper" not in cache:
-            floor = float(_log_q_from_gaps(np.full((1, k - 1), float(teachers)), sigma2, cap)[0])
-            cache["paper"] = GNMaxSensitivity.prepare(sigma2, order, k, floor)
-        paper = cache["paper"]
+        paper = _paper_sensitivity(cache, votes, answered, sigma2=sigma2, order=order, teachers=teachers, cap=cap)
         if paper.holds:
-            if "paper_table" not in cache:
-                table = np.zeros((q, teachers + 1))
-                for i in np.flatnonzero(answered):
-                    table[i] = paper.by_distance(votes[i], teachers)
-                cache["paper_table"] = table
             out = np.where(answered, np.minimum(out, cache["paper_table"][:, min(d, teachers)]), 0.0)
     tight = bound != "simple"
     if tight and answered.any() and not (paper is not None and paper.holds):
-        if "fine" not in cache:
-            lowest = float(_log_q_from_gaps(gaps[answered] + 2.0 * teachers, sigma2, cap).min())
-            cache["fine"] = _FineCost(cost, max(lowest - 1.0, -120.0), math.log(cap), 0.002)
-        fine = cache["fine"]
-        for i in np.flatnonzero(answered & (gaps.min(axis=1) > shift)):
-            big = min(float(gaps[i].max()) + 2 * d, float(teachers))
-            below = float(_log_tail(big, sigma2) - _log_tail(big + 2, sigma2))
-            above = float(_log_tail(big - 2, sigma2) - _log_tail(big, sigma2))
-            lo = float(_log_q_from_gaps(gaps[i] + 2 * d, sigma2, cap))
-            hi = float(_log_q_from_gaps(gaps[i] - 2 * d, sigma2, cap))
-            windowed = fine.largest_window_spread(lo, hi, below, above)
-            if windowed is not None:
-                out[i] = min(out[i], windowed)
+        _windowed(out, cache, cost, gaps, answered, sigma2=sigma2, cap=cap, d=d, teachers=teachers)
     if sigma1 is not None and threshold is not None:
-        seen = votes.max(axis=1) if check_votes is None else np.asarray(check_votes, dtype=np.float64)
-        if "threshold_costs" not in cache:
-            cache["threshold_costs"] = np.array([
-                analysis.rdp_threshold_data_dependent(threshold, sigma1, v, np.array([order]))[0]
-                for v in range(teachers + 1)])
-        costs = cache["threshold_costs"]
-        steps = np.abs(np.diff(costs))  # steps[v]: |c(v + 1) - c(v)|
-        whole = np.allclose(seen, np.rint(seen))
-        top_votes = np.clip(np.rint(seen), 0, teachers).astype(int)
-        for i, v in enumerate(top_votes):
-            if whole and tight:  # the top vote within d moves is in [v - d, v + d]; one more move: one step
-                lo, hi = max(v - d - 1, 0), min(v + d, teachers - 1)
-                out[i] += float(steps[lo: hi + 1].max()) if hi >= lo else 0.0
-            else:
-                lo, hi = max(v - d - 1, 0), min(v + d + 1, teachers)
-                out[i] += float(costs[lo: hi + 1].max() - costs[lo: hi + 1].min())
+        out += _threshold_sensitivities(cache, votes, check_votes, sigma1=sigma1, threshold=threshold, order=order,
+                                        teachers=teachers, d=d, tight=tight)
     return out
 
 

@@ -212,9 +212,10 @@ def _lost(run_: ResolvedRun | RunConfig, error: str, *, included: dict[int, bool
 
 
 # --- the journal ---------------------------------------------------------------------------------------------
-def journal_path(config: RunConfig, spec: CanarySpec, runs: int) -> Path:
-    """Where a multi-run audit journals each finished run's score, so that a stopped audit resumes."""
-    key = hashlib.sha256(json.dumps([config.key(), dataclasses.asdict(spec), runs]).encode()).hexdigest()[:16]
+def journal_path(run_: ResolvedRun | RunConfig, spec: CanarySpec, runs: int) -> Path:
+    """Where a multi-run audit journals each finished run's score, so that a stopped audit resumes (keyed by the
+    resolution: a changed noise or accountant starts a new journal)."""
+    key = hashlib.sha256(json.dumps([resolved(run_).key(), dataclasses.asdict(spec), runs]).encode()).hexdigest()[:16]
     return user_cache_dir() / "audit-runs" / f"{key}.jsonl"
 
 
@@ -292,7 +293,7 @@ def multi_run_audit(config: ResolvedRun | RunConfig, *, runs: int, canary_kind: 
     # check the canary fits the data here, once, before any run starts (a worker would fail each run alike)
     _cached_canary(spec, config.dataset, config.data_dir, config.train_examples, config.test_examples,
                    perf.resolve_device())
-    journal = journal_path(config, spec, runs)
+    journal = journal_path(resolution, spec, runs)
     got = read_journal(journal)
     earlier_s = sum(r.seconds for r in got.values())  # the run time a resumed audit spent before its stop
     configs = [dataclasses.replace(config, seed=base_seed + i) for i in range(runs)]

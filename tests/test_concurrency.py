@@ -14,8 +14,9 @@ import time
 
 import pytest
 
+from inputdp.benchmarks import tracking
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
-from inputdp.core import names, tracking
+from inputdp.core import names
 
 
 def _bench(*args: str) -> list[str]:

@@ -265,11 +265,12 @@ def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(tmp_path, 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     calls: list[int] = []
 
-    def fake(config, *, spec, included, perf):
+    def fake(run, *, spec, included, perf):  # the unit the executor ships: one run's resolution
+        seed = run.config.seed
         if len(calls) == 5 and not resumed:
             raise KeyboardInterrupt
-        calls.append(config.seed)
-        return audit_runs.RunScore(config.seed, included[config.seed], float(included[config.seed]), 0.5, 0.01)
+        calls.append(seed)
+        return audit_runs.RunScore(seed, included[seed], float(included[seed]), 0.5, 0.01)
 
     monkeypatch.setattr(audit_runs, "score_one_run", fake)
     config = smoke_config("dirichlet_softmax", epsilon=4.0, model="mlp")

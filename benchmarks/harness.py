@@ -339,7 +339,9 @@ def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     return params, p.resolved.tags(p.perf)
 
 
-class _NullCallback:
+class NullCallback:
+    """A callback that records nothing (a run outside any store)."""
+
     def on_start(self, config, params, tags) -> None: ...
     def on_epoch(self, epoch, metrics) -> None: ...
     def on_end(self, metrics, status) -> None: ...
@@ -357,12 +359,12 @@ def run(
     """Train and evaluate one configuration (resolved once: a bare configuration is resolved here). ``callback``
     receives params, per-epoch and final metrics."""
     perf = perf or PerfFlags()
-    callback = callback or _NullCallback()
+    callback = callback or NullCallback()
     p = prepare(config, perf, data, keep_initial=keep_model)
     params, tags = _params_and_tags(p)
     callback.on_start(p.config, params, tags)
     try:
-        result = _train(p, perf, callback, step_hook)
+        result = train(p, perf, callback, step_hook)
     except BaseException:
         callback.on_end({}, "KILLED" if _interrupted() else "FAILED")
         raise
@@ -494,8 +496,12 @@ def _epoch_metrics(p: Prepared, steps: Steps, steps_done: int, eval_n: int) -> d
     }
 
 
-def _train(p: Prepared, perf: PerfFlags, callback: RunCallback, step_hook) -> RunResult:
-    """The epochs of a per-step method: Poisson batches through :func:`timed_steps`, evaluated after each."""
+def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | None = None,
+          step_hook: Callable[[int, torch.Tensor], None] | None = None) -> RunResult:
+    """Train a prepared run: the epochs of a per-step method (Poisson batches through :func:`timed_steps`, evaluated
+    after each), or an own-loop method's fit; what :func:`run` does between its callbacks."""
+    perf = perf or p.perf
+    callback = callback or NullCallback()
     if p.method.capabilities.own_loop:
         return _fit_own_loop(p, perf, callback)
     config, spec = p.config, p.config.privacy
@@ -546,4 +552,5 @@ def _progress(total: int, desc: str, enabled: bool, unit: str = "epoch"):
     return tqdm(total=total, desc=desc, unit=unit, leave=False)
 
 
-__all__ = ["ConfigError", "PrivacyLedgerError", "RunResult", "evaluate", "prepare", "run", "seed_everything"]
+__all__ = ["ConfigError", "NullCallback", "Prepared", "PrivacyLedgerError", "ResolvedRun", "RunResult", "evaluate",
+           "prepare", "run", "seed_everything", "timed_steps", "train"]

@@ -10,7 +10,7 @@ import time
 
 import pytest
 
-from inputdp.benchmarks.harness import _NullCallback, _train, prepare
+from inputdp.benchmarks.harness import NullCallback, prepare, train
 from inputdp.benchmarks.perf_gates import check, failures
 from inputdp.benchmarks.speed import measure
 from inputdp.benchmarks.sweep import Overrides, build_config
@@ -104,7 +104,7 @@ def test_harness_overhead(benchmark, figures):
         return out
 
     p.method.train_step = timed
-    result = benchmark.pedantic(lambda: _train(p, QUIET, _NullCallback(), None), rounds=1, iterations=1)
+    result = benchmark.pedantic(lambda: train(p, QUIET, NullCallback()), rounds=1, iterations=1)
     epoch = result.epochs[0]["epoch_time_s"]
     figures["harness_overhead"] = epoch / step_total[0] - 1.0
     benchmark.extra_info["epoch_s"] = epoch

@@ -10,6 +10,7 @@ from __future__ import annotations
 import copy
 import dataclasses
 import math
+import os
 import random
 import statistics
 import sys
@@ -147,6 +148,7 @@ class Steps:
     sizes: list[int]
     loss_sum: torch.Tensor
     losses: int
+    cpu_seconds: float = 0.0  # the process's CPU time over the same block (all its threads)
 
 
 def timed_steps(p: Prepared, batches: Iterable[torch.Tensor], *, augmenter: torch.Generator | None = None,
@@ -158,7 +160,7 @@ def timed_steps(p: Prepared, batches: Iterable[torch.Tensor], *, augmenter: torc
     data = p.data
     loss_sum, losses, sizes = torch.zeros((), device=p.device), 0, []
     synchronize(p.device)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for idx in batches:
         x, y = data.x_train[idx], data.y_train[idx]
         if augmenter is not None:
@@ -173,7 +175,7 @@ def timed_steps(p: Prepared, batches: Iterable[torch.Tensor], *, augmenter: torc
             losses += 1
         sizes.append(int(idx.shape[0]))  # the shape is known on the host: no sync
     synchronize(p.device)
-    return Steps(time.perf_counter() - t0, sizes, loss_sum, losses)
+    return Steps(time.perf_counter() - t0, sizes, loss_sum, losses, time.process_time() - c0)
 
 
 def check_speed_flags(method: str, perf: PerfFlags) -> None:
@@ -493,7 +495,28 @@ def _epoch_metrics(p: Prepared, steps: Steps, steps_done: int, eval_n: int) -> d
         names.METRIC_TEST_LOSS: test_loss, names.METRIC_EPOCH_TIME: steps.seconds,
         names.METRIC_EPSILON_SPENT: p.method.epsilon_spent(steps_done), names.METRIC_STEPS: steps_done,
         names.METRIC_MEAN_BATCH_SIZE: float(np.mean(steps.sizes)) if steps.sizes else 0.0,
+        names.METRIC_CPU_PER_WALL: steps.cpu_seconds / steps.seconds if steps.seconds > 0 else float("nan"),
+        names.METRIC_LOAD: load_average(),
     }
+
+
+def load_average() -> float:
+    """The machine's 1-minute load average (NaN where the system has none)."""
+    try:
+        return float(os.getloadavg()[0])
+    except (AttributeError, OSError):
+        return float("nan")
+
+
+def contention(history: list[dict[str, float]], threads: int) -> dict[str, float]:
+    """Whether other work shared the cores while the run was timed: the median load average over its timed epochs
+    (the first is warm-up) above the run's own threads plus one busy thread. A 1-minute average lags by about a
+    minute: an epoch just after other work ended can read high, so the median, not the largest, decides."""
+    loads = [h[names.METRIC_LOAD] for h in history[1:] or history if math.isfinite(h.get(names.METRIC_LOAD, math.nan))]
+    if not loads:
+        return {}
+    return {names.METRIC_CONTENDED: float(statistics.median(loads) > threads + 1.0),
+            names.METRIC_MAX_LOAD: max(loads)}
 
 
 def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | None = None,
@@ -540,6 +563,7 @@ def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | No
                            times=[h[names.METRIC_EPOCH_TIME] for h in history], peak_mb=memory.peak_mb, spent=spent,
                            epochs=len(history), steps=done[0])
     final[names.METRIC_FINAL_TRAIN_ACCURACY] = history[-1][names.METRIC_TRAIN_ACCURACY]
+    final.update(contention(history, torch.get_num_threads()))
     final.update(p.claim.as_metrics())
     return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, p.model)
 

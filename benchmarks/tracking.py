@@ -316,6 +316,7 @@ class MLflowTracker:
         self.token = uuid.uuid4().hex  # names this tracker's runs as alive to other threads of this process
         self.started = False
         self._stop_beating: threading.Event | None = None
+        self._beater: threading.Thread | None = None
 
     # -- the claim ------------------------------------------------------------------------------------------------
     def claim(self, config_key: str, run_name: str) -> Claim:
@@ -383,12 +384,16 @@ class MLflowTracker:
                 except Exception:  # noqa: BLE001 - a store hiccup: the next beat tries again
                     pass
 
-        threading.Thread(target=beat, name="inputdp-heartbeat", daemon=True).start()
+        self._beater = threading.Thread(target=beat, name="inputdp-heartbeat", daemon=True)
+        self._beater.start()
 
     def _stop(self) -> None:
         if self._stop_beating is not None:
             self._stop_beating.set()
             self._stop_beating = None
+        if self._beater is not None:  # a beat in flight must not land after the bookkeeping tags are gone
+            self._beater.join(timeout=5.0)
+            self._beater = None
         _LIVE_HERE.discard(self.token)
 
     # -- the callback ---------------------------------------------------------------------------------------------
@@ -399,10 +404,7 @@ class MLflowTracker:
         all_tags = {**tags, **self.extra_tags, **self._who()}
         if self.run_id is None:
             _LIVE_HERE.add(self.token)
-            run = self.client.create_run(
-                self.experiment_id,
-                run_name=run_name(config), tags=all_tags,
-            )
+            run = self.client.create_run(self.experiment_id, run_name=self._name(config), tags=all_tags)
             self.run_id = run.info.run_id
             extra = []
         else:  # a claimed run: its tags so far say who holds it
@@ -439,6 +441,17 @@ class MLflowTracker:
         if metrics:
             self._log(metrics, step=0)
         self.client.set_terminated(self.run_id, status=status)
+        if status == "FINISHED":  # who held it no longer matters: the UI shows what the run is, not its bookkeeping
+            tags = self.client.get_run(self.run_id).data.tags
+            for tag in names.BOOKKEEPING_TAGS:
+                if tag in tags:
+                    self.client.delete_tag(self.run_id, tag)
+
+    def _name(self, config) -> str:
+        """The run's name: an audit's says so (``audit-...``), a training run's is :func:`run_name`."""
+        if self.extra_tags.get(names.TAG_KIND) == names.KIND_AUDIT:
+            return names.AUDIT_RUN_PREFIX + run_name(config)
+        return run_name(config)
 
     @shield
     def log_summary(self, metrics: dict[str, float], tags: dict[str, str]) -> None:

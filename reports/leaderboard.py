@@ -176,6 +176,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "test_accuracy": _col(runs, f"metrics.{names.METRIC_FINAL_TEST_ACCURACY}"),
         "median_epoch_time_s": _col(runs, f"metrics.{names.METRIC_MEDIAN_EPOCH_TIME}"),
         "peak_memory_mb": _col(runs, f"metrics.{names.METRIC_PEAK_MEMORY}"),
+        # 1 where other work shared the cores while the run was timed (0, or absent for runs before the check)
+        "contended": pd.to_numeric(_col(runs, f"metrics.{names.METRIC_CONTENDED}"), errors="coerce").fillna(0),
         "epsilon_spent": _col(runs, f"metrics.{names.METRIC_FINAL_EPSILON_SPENT}").fillna(
             _col(runs, f"metrics.{names.METRIC_EPSILON_SPENT}")),
         "epsilon_dd_sanitised": _col(runs, f"metrics.{names.METRIC_EPSILON_DD_SANITISED}"),
@@ -214,6 +216,11 @@ def _threat(protects: str, needs_public: str) -> str:
     return text
 
 
+def _uncontended_median(g: pd.DataFrame) -> float:
+    times = g.loc[g["contended"] != 1, "median_epoch_time_s"].astype(float).dropna()
+    return float(np.median(times)) if len(times) else math.nan
+
+
 def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.DataFrame:
     if train.empty:
         return pd.DataFrame()
@@ -227,7 +234,9 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
             "view": g["view"].iloc[0],
             "configs_tried": (int(g["configs_tried"].max()) if g["configs_tried"].notna().any() else math.nan),
             "acc_mean": acc.mean(), "acc_std": acc.std(ddof=1) if len(acc) > 1 else 0.0,
-            "median_epoch_time_s": float(np.median(g["median_epoch_time_s"].astype(float))),
+            # a contended run's times are not a speed comparison: the median is of the others (NaN if none)
+            "median_epoch_time_s": _uncontended_median(g),
+            "timed_runs": int((g["contended"] != 1).sum()),
             "peak_memory_mb": float(g["peak_memory_mb"].astype(float).max()),
             "epsilon_spent": float(g["epsilon_spent"].astype(float).max()) if g["epsilon_spent"].notna().any() else math.inf,
             # PATE: the sanitised data-dependent epsilon, a report beside the claim (largest over the seeds)
@@ -373,7 +382,8 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["accountant"] = [f"{a} (not a guarantee)" if str(g) == "false" and a else a
                        for a, g in zip(t["accountant"], t["guarantee"])]
     t["q"] = [f"{q:.5g}" for q in t["q"]]
-    t["median_epoch_time_s"] = [f"{x:.2f}" for x in t["median_epoch_time_s"]]
+    # NaN: every run of the row was timed while other work shared the cores (not a speed comparison)
+    t["median_epoch_time_s"] = ["contended" if pd.isna(x) else f"{x:.2f}" for x in t["median_epoch_time_s"]]
     t["time_ratio_to_nonprivate"] = ["" if pd.isna(x) else f"{x:.2f}" for x in t["time_ratio_to_nonprivate"]]
     t["peak_memory_mb"] = [f"{x:.0f}" for x in t["peak_memory_mb"]]
     for threat in names.THREATS:

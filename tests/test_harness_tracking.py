@@ -79,3 +79,22 @@ def test_failed_run_is_marked_failed(tmp_path, monkeypatch):
     c = client(uri)
     (r,) = c.search_runs([experiment_id(c)])
     assert r.info.status == "FAILED"
+
+
+def test_a_finished_run_keeps_no_bookkeeping_tags_and_an_audit_is_named_so(tmp_path):
+    from inputdp.benchmarks.audit import audit
+    from inputdp.core import names
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    out = run_sweep(expand(methods=["nonprivate"], dataset="synthetic", preset="smoke", epsilons=[1], seeds=[0],
+                           overrides=Overrides(steps=4)), tracking_uri=uri, perf=QUIET)
+    assert len(out.ran) == 1
+    (finished,) = client(uri).search_runs([experiment_id(client(uri))])
+    assert finished.info.status == "FINISHED"
+    assert set(names.BOOKKEEPING_TAGS).isdisjoint(finished.data.tags)  # pid, host, owner, heartbeat, claim, note
+    assert finished.data.tags[names.TAG_METHOD] == "nonprivate"  # what the run is stays
+    tracker = MLflowTracker(uri, extra_tags={names.TAG_KIND: names.KIND_AUDIT})
+    audit(smoke_config("nonprivate", steps=4), canaries=20, perf=QUIET, tracker=tracker)
+    names_seen = {r.info.run_name for r in client(uri).search_runs([experiment_id(client(uri))])}
+    assert any(n.startswith(names.AUDIT_RUN_PREFIX) for n in names_seen)
+    assert sum(not n.startswith(names.AUDIT_RUN_PREFIX) for n in names_seen) == 1

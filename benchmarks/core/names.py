@@ -37,6 +37,11 @@ TAG_PRIVACY_ACCOUNTANT = "privacy.accountant"  # which accountant computed the c
 TAG_PRIVACY_ADJACENCY = "privacy.adjacency"  # the neighbouring relation of that accountant's theorem
 TAG_PRIVACY_GUARANTEE = "privacy.guarantee"  # "false" where the epsilon is not a guarantee of any output
 TAG_STATUS_NOTE = "status_note"  # bookkeeping while a run is open ("started", why it was marked FAILED)
+#: the tags that only say who holds an open run: removed when it FINISHES (a failed or killed run keeps them, to
+#: say which process it was)
+BOOKKEEPING_TAGS = (TAG_PID, TAG_HOST, TAG_OWNER, TAG_HEARTBEAT, TAG_CLAIM, TAG_STATUS_NOTE)
+#: an audit run's name starts so (the training runs are METHOD-DATASET-epsEPS-sSEED)
+AUDIT_RUN_PREFIX = "audit-"
 
 # --- params (RunConfig.flat() names, and what the harness adds) ----------------------------------------------
 PARAM_MODEL = "model"
@@ -72,6 +77,10 @@ METRIC_TEST_LOSS = "test_loss"
 METRIC_EPOCH_TIME = "epoch_time_s"
 METRIC_STEPS = "steps"
 METRIC_MEAN_BATCH_SIZE = "mean_batch_size"
+#: how contended the epoch's timing was: the process's CPU seconds per wall second over the epoch's steps (about
+#: the run's threads when it had the cores to itself), and the machine's 1-minute load average at the epoch's end
+METRIC_CPU_PER_WALL = "cpu_per_wall"
+METRIC_LOAD = "load_1min"
 # per run
 METRIC_FINAL_TEST_ACCURACY = "final_test_accuracy"
 METRIC_FINAL_TRAIN_ACCURACY = "final_train_accuracy"
@@ -84,6 +93,10 @@ METRIC_EPSILON_TARGET = "epsilon_target"
 METRIC_EPOCHS = "epochs"
 METRIC_TOTAL_STEPS = "total_steps"
 METRIC_EVAL_EXAMPLES = "eval_examples"
+#: 1 when other work shared the cores during the run's timed epochs (their median load average exceeded the run's
+#: own threads by more than one busy thread): its times are not a speed comparison, and the leaderboard leaves them out
+METRIC_CONTENDED = "timing_contended"
+METRIC_MAX_LOAD = "max_load_1min"
 METRIC_PHASE_TIME = "time_{}_s"  # .format(phase): an own-loop method's phase, timed by the harness
 METRIC_MEDIAN_EPOCH_TIME = "median_epoch_time_s"
 METRIC_PEAK_MEMORY = "peak_memory_mb"

@@ -26,6 +26,7 @@ COMMANDS = {
     "audit": "inputdp.benchmarks.cli.audit:Audit",
     "hidden-state": "inputdp.benchmarks.cli.audit:HiddenState",
     "server": "inputdp.benchmarks.cli.server:Server",
+    "study": "inputdp.benchmarks.cli.study:Study",
 }
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM

@@ -1,0 +1,58 @@
+"""``bench study list | status NAME | run NAME``: declared sets of work (benchmarks/studies.py)."""
+
+from __future__ import annotations
+
+import argparse
+
+from inputdp.core.errors import ConfigError
+
+from .common import add_executor_flags, executor_options
+
+
+def cmd_study(args: argparse.Namespace) -> int:
+    """List the studies, say what the store holds of one, or run what it lacks (then ``bench report``)."""
+    from inputdp.benchmarks.studies import STUDIES, configurations, run_study, status
+    from inputdp.core.config import PerfFlags
+
+    if args.action == "list":
+        for s in STUDIES:
+            runs = configurations(s)
+            print(f"{s.name:<20} {len(runs):>4} runs  {s.summary}" + (f"  ({s.note})" if s.note else ""))
+        return 0
+    if not args.name:
+        raise ConfigError(f"bench study {args.action} needs a study's name: choose one of {', '.join(STUDIES.names())}")
+    study = STUDIES.get(args.name)
+    perf = PerfFlags(device=args.device, threads=args.threads, progress=not args.no_progress)
+    if args.action == "status":
+        st = status(study, tracking_uri=args.tracking_uri, perf=perf)
+        for label in st.running:
+            print(f"running  {label}")
+        for label in st.missing:
+            print(f"missing  {label}")
+        print(f"study {study.name}: {len(st.done)} done, {len(st.running)} running, {len(st.missing)} missing")
+        return 0
+    perf.resolve_device()
+    outcome, audits = run_study(study, tracking_uri=args.tracking_uri, perf=perf, executor=args.executor,
+                                executor_options=executor_options(args))
+    print(f"study {study.name}: ran {len(outcome.ran)}, already finished {len(outcome.skipped)}, running elsewhere "
+          f"{len(outcome.elsewhere)}; audits run {len(audits)}")
+    print(f"next: bench report --experiment {study.name} --out reports/{study.name}")
+    return 0
+
+
+class Study:
+    name = "study"
+    help = "declared sets of work: list them, the store's status of one, or run what it lacks (resumable)"
+
+    @staticmethod
+    def add_arguments(p: argparse.ArgumentParser) -> None:
+        p.add_argument("action", choices=("list", "status", "run"))
+        p.add_argument("name", nargs="?", help="the study (bench study list)")
+        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here); the "
+                       "study's runs go to the experiment named after it")
+        p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+        p.add_argument("--threads", type=int, default=0)
+        p.add_argument("--no-progress", action="store_true")
+        add_executor_flags(p)
+
+    run = staticmethod(cmd_study)

@@ -1,0 +1,190 @@
+"""Studies: a named, declared set of work, run by one command into one store, resumable.
+
+A study is training configurations (methods x epsilons x seeds of a preset, per data set) and, for every private
+(method, epsilon) row, a one-run audit (its random-pattern canaries are scored by every general score, so the audit
+gives a black-box and a white-box bound at once). ``bench study run NAME`` runs what the store does not hold yet into
+the study's own experiment (named after the study, so that its report shows only its own configurations);
+``bench study status NAME`` says what is done, running and missing; ``bench study list`` lists them. A finished
+study run again starts nothing: every configuration and audit is found FINISHED by its key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from inputdp.core import names
+from inputdp.core.config import PerfFlags
+from inputdp.core.errors import ConfigError
+from inputdp.core.registry import Entry, Registry
+
+from .resolve import ResolvedRun
+
+#: the entry-point group installed packages use to add studies
+ENTRY_POINT_GROUP = "inputdp.studies"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StudyPart:
+    """One data set's share of a study: its preset, methods ("all" or names), target epsilons and seeds."""
+
+    dataset: str
+    preset: str
+    methods: tuple[str, ...] | str = "all"
+    epsilons: tuple[float, ...] = (1.0, 4.0)
+    seeds: tuple[int, ...] = (0, 1, 2)
+    #: explicit settings that win over the preset's (``sweep.Overrides`` fields: steps, train_examples, ...)
+    overrides: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditPlan:
+    """The audit of every private row: one run with ``canaries`` canaries of ``canary_kind`` (seed 0)."""
+
+    canary_kind: str = "random_pattern"
+    canaries: int = 1000
+    pattern_scale: float = 2.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Study(Entry):
+    parts: tuple[StudyPart, ...]
+    audit: AuditPlan | None = AuditPlan()
+    #: what the study is for, and what it leaves out (shown by ``bench study list``)
+    note: str = ""
+
+
+STUDIES: Registry[Study] = Registry("study", group=ENTRY_POINT_GROUP, entry_type=Study)
+
+_ALL_SEEDS = (0, 1, 2)
+STUDIES.register(Study(
+    name="smoke", target="", summary="seconds: two methods on synthetic data at the smoke preset, one audit; plumbing",
+    parts=(StudyPart(dataset="synthetic", preset="smoke", methods=("nonprivate", "dirichlet_softmax"), epsilons=(4.0,),
+                     seeds=(0, 1), overrides={"steps": 20}),),
+    audit=AuditPlan(canaries=20), note="plumbing, not a comparison: what `bench study` does, at test size"))
+STUDIES.register(Study(
+    name="mnist-cpu", target="", summary="every method on MNIST at the cpu preset, eps 1 and 4, 3 seeds, audited",
+    parts=(StudyPart(dataset="mnist", preset="cpu", epsilons=(1.0, 4.0), seeds=_ALL_SEEDS),),
+    note="matched view: one (q, T) for every method (PATE: its own loop at the same epsilon)"))
+STUDIES.register(Study(
+    name="mnist-best", target="", summary="every method at its own best recipe on MNIST, eps 1 and 2.93, 3 seeds",
+    parts=(StudyPart(dataset="mnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS),),
+    note="own-best view: each method's own (q, T, model, optimiser) at the same (epsilon, delta)"))
+STUDIES.register(Study(
+    name="fashionmnist-best", target="",
+    summary="every method at its own best recipe on Fashion-MNIST, eps 1 and 2.93, 3 seeds",
+    parts=(StudyPart(dataset="fashionmnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS),),
+    note="own-best view, as mnist-best"))
+STUDIES.register(Study(
+    name="pate-paper", target="",
+    summary="PATE in the paper's MNIST setting (250 teachers, Confident-GNMax) over eps 1, 2, 4, 8, 3 seeds",
+    parts=(StudyPart(dataset="mnist", preset="cpu", methods=("pate",), epsilons=(1.0, 2.0, 4.0, 8.0),
+                     seeds=_ALL_SEEDS),),
+    note="the paper's sigmas scaled together to each epsilon (data-independent claim; sanitised data-dependent "
+         "epsilon beside it)"))
+
+
+def configurations(study: Study) -> list[ResolvedRun]:
+    """Every training configuration of the study, resolved (one calibration per distinct budget); refused in one
+    line, before any store is opened, where a part names something unknown or a target a method cannot meet."""
+    from .sweep import Overrides, expand, resolve_all, resolve_methods
+
+    configs = []
+    for part in study.parts:
+        methods = resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
+        configs += expand(methods=methods, dataset=part.dataset, preset=part.preset, epsilons=part.epsilons,
+                          seeds=part.seeds, overrides=Overrides(**part.overrides))
+    return resolve_all(configs)
+
+
+def audit_key(r: ResolvedRun, plan: AuditPlan) -> str:
+    """The store key of a one-run audit of ``r`` (what ``bench audit`` tags it with)."""
+    return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}"
+
+
+def audited(runs: Sequence[ResolvedRun]) -> list[ResolvedRun]:
+    """The configurations a study audits: each private (data set, method, recipe, epsilon) once, at its first seed."""
+    seen, out = set(), []
+    for r in runs:
+        row = (r.config.match_key(), r.config.method, r.variant)
+        if r.config.privacy.is_private and row not in seen:
+            seen.add(row)
+            out.append(r)
+    return out
+
+
+@dataclass
+class StudyStatus:
+    """What the store holds of a study: each configuration and audit done (FINISHED), running or missing."""
+
+    done: list[str] = field(default_factory=list)
+    running: list[str] = field(default_factory=list)
+    missing: list[str] = field(default_factory=list)
+
+    def add(self, label: str, runs: list) -> None:
+        """File ``label`` by the runs stored under its key."""
+        from .tracking import is_alive
+
+        if any(r.info.status == "FINISHED" for r in runs):
+            self.done.append(label)
+        elif any(r.info.status == "RUNNING" and is_alive(r) for r in runs):
+            self.running.append(label)
+        else:
+            self.missing.append(label)
+
+
+def _label(r: ResolvedRun) -> str:
+    c = r.config
+    eps = "inf" if not c.privacy.is_private else f"{c.privacy.epsilon:g}"
+    return f"{c.method}{f' [{r.variant}]' if r.variant else ''} {c.dataset} {c.preset} eps={eps} seed={c.seed}"
+
+
+def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None) -> StudyStatus:
+    """The study's state in the store (its experiment is named after it); nothing is run."""
+    from .sweep import with_data_fingerprint
+    from .tracking import default_tracking_uri, open_store, runs_with_key, sqlite_path
+
+    perf = perf or PerfFlags()
+    runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study)]
+    out = StudyStatus()
+    uri = tracking_uri or default_tracking_uri()
+    path = sqlite_path(uri)
+    mlflow_client, exp = (None, None) if path is not None and not path.exists() else \
+        open_store(uri, study.name, create=False)  # no store yet: everything is missing
+    for r in runs:
+        out.add(_label(r), runs_with_key(mlflow_client, exp, r.key(perf)) if exp else [])
+    if study.audit is not None:
+        for r in audited(runs):
+            out.add("audit of " + _label(r), runs_with_key(mlflow_client, exp, audit_key(r, study.audit)) if exp else [])
+    return out
+
+
+def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None, executor: str = "local",
+              executor_options: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
+    """Run what the store lacks: the training configurations (a sweep: FINISHED ones skipped), then each missing
+    audit. Returns (the sweep's outcome, the labels of the audits run now)."""
+    from .audit import audit, resolve_scores
+    from .sweep import run_sweep, with_data_fingerprint
+    from .tracking import MLflowTracker, runs_with_key
+
+    perf = perf or PerfFlags()
+    runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study)]
+    outcome = run_sweep(runs, tracking_uri=tracking_uri, experiment=study.name, perf=perf, executor=executor,
+                        executor_options=executor_options)
+    if outcome.failed:
+        raise ConfigError(f"study {study.name}: {len(outcome.failed)} configuration(s) failed "
+                          f"({outcome.failed[0].error}); run it again to finish them")
+    audits_run = []
+    for r in audited(runs) if study.audit is not None else []:
+        plan = study.audit
+        tracker = MLflowTracker(tracking_uri, study.name)
+        key = audit_key(r, plan)
+        if any(x.info.status == "FINISHED" for x in runs_with_key(tracker.client, tracker.experiment_id, key)):
+            continue
+        tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: r.config.match_key(),
+                                   names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}"})
+        audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
+              scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
+        audits_run.append("audit of " + _label(r))
+    return outcome, audits_run

@@ -1,0 +1,50 @@
+"""Studies: declared, run by one command into one store, resumable, their status read from the store."""
+
+from __future__ import annotations
+
+import time
+
+from inputdp.benchmarks.cli import main
+from inputdp.benchmarks.studies import STUDIES, audited, configurations
+from inputdp.methods import METHODS
+
+
+def test_the_published_studies_are_declared():
+    cpu = configurations(STUDIES.get("mnist-cpu"))
+    assert {r.config.method for r in cpu} == set(METHODS.names())  # every method, pate included
+    private = [r for r in cpu if r.config.privacy.is_private]
+    assert {r.config.privacy.epsilon for r in private} == {1.0, 4.0}
+    assert {r.config.seed for r in cpu} == {0, 1, 2} and {r.config.preset for r in cpu} == {"cpu"}
+    assert len(audited(cpu)) == 8  # each private method at each epsilon: one audit, both threat models
+    for name in ("mnist-best", "fashionmnist-best"):
+        runs = configurations(STUDIES.get(name))
+        assert {r.config.privacy.epsilon for r in runs if r.config.privacy.is_private} == {1.0, 2.93}
+        assert {r.config.preset for r in runs} == {"best"}
+    assert {r.config.method for r in configurations(STUDIES.get("pate-paper"))} == {"pate"}
+
+
+def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
+    uri = f"sqlite:///{tmp_path / 'study.db'}"
+    common = ["--tracking-uri", uri, "--no-progress", "--device", "cpu"]
+    assert main(["study", "status", "smoke", *common]) == 0
+    assert "0 done, 0 running, 5 missing" in capsys.readouterr().out  # 4 runs and 1 audit, nothing in the store
+    assert main(["study", "run", "smoke", *common]) == 0
+    assert "ran 4, already finished 0" in capsys.readouterr().out
+    assert main(["study", "status", "smoke", *common]) == 0
+    assert "5 done, 0 running, 0 missing" in capsys.readouterr().out
+    t0 = time.perf_counter()
+    assert main(["study", "run", "smoke", *common]) == 0
+    again = capsys.readouterr().out
+    assert "ran 0, already finished 4" in again and "audits run 0" in again
+    assert time.perf_counter() - t0 < 60  # a finished study run again starts nothing
+    out = tmp_path / "report"
+    assert main(["report", "--tracking-uri", uri, "--experiment", "smoke", "--out", str(out)]) == 0
+    board = (out / "leaderboard.csv").read_text()
+    assert "dirichlet_softmax" in board and "nonprivate" in board and "dpsgd" not in board
+
+
+def test_study_refusals_are_one_line(capsys):
+    assert main(["study", "run", "nosuch"]) == 2
+    assert "unknown study 'nosuch'" in capsys.readouterr().err
+    assert main(["study", "status"]) == 2
+    assert "needs a study's name" in capsys.readouterr().err

@@ -170,8 +170,9 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
 
     perf = perf or PerfFlags()
     runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study)]
+    parent = study_run(study, tracking_uri)
     outcome = run_sweep(runs, tracking_uri=tracking_uri, experiment=study.name, perf=perf, executor=executor,
-                        executor_options=executor_options)
+                        executor_options=executor_options, parent_run_id=parent)
     if outcome.failed:
         raise ConfigError(f"study {study.name}: {len(outcome.failed)} configuration(s) failed "
                           f"({outcome.failed[0].error}); run it again to finish them")
@@ -183,8 +184,25 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
         if any(x.info.status == "FINISHED" for x in runs_with_key(tracker.client, tracker.experiment_id, key)):
             continue
         tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: r.config.match_key(),
-                                   names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}"})
+                                   names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}",
+                                   names.TAG_PARENT_RUN: parent})
         audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
               scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
         audits_run.append("audit of " + _label(r))
     return outcome, audits_run
+
+
+def study_run(study: Study, tracking_uri: str | None) -> str:
+    """The study's parent run in its experiment (made once, FINISHED; found again by its key): every training and
+    audit run of the study is nested under it, and ``bench report`` logs the leaderboard on it as a table."""
+    from .tracking import open_store, runs_with_key
+
+    mlflow_client, exp = open_store(tracking_uri, study.name)
+    key = f"study:{study.name}"
+    found = runs_with_key(mlflow_client, exp, key)
+    if found:
+        return found[0].info.run_id
+    run = mlflow_client.create_run(exp, run_name=f"study-{study.name}", tags={
+        names.TAG_KIND: names.KIND_STUDY, names.TAG_CONFIG_KEY: key, names.TAG_NOTE: study.summary})
+    mlflow_client.set_terminated(run.info.run_id, status="FINISHED")
+    return run.info.run_id

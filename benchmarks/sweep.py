@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from inputdp.core import names
 from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import canonical_name, dataset_info
@@ -164,7 +165,7 @@ class SweepOutcome:
 
 
 def run_configuration(run: ResolvedRun | RunConfig, tracking_uri: str | None, experiment: str, perf: PerfFlags,
-                      skip_finished: bool = True) -> RunSummary:
+                      skip_finished: bool = True, parent_run_id: str | None = None) -> RunSummary:
     """Run one configuration unless the store has it FINISHED or another live process runs it.
 
     The unit every executor ships: the claim happens where the run happens, so local, Ray and SLURM workers
@@ -172,7 +173,9 @@ def run_configuration(run: ResolvedRun | RunConfig, tracking_uri: str | None, ex
     """
     from .harness import run as run_one
 
-    tracker = MLflowTracker(tracking_uri, experiment)  # a store it cannot use is refused before the data are read
+    # a store it cannot use is refused before the data are read; a study's runs are nested under its parent run
+    tracker = MLflowTracker(tracking_uri, experiment,
+                            extra_tags={names.TAG_PARENT_RUN: parent_run_id} if parent_run_id else None)
     r = resolved(run)
     r = r.with_config(with_data_fingerprint(r.config))
     marked = 0
@@ -216,7 +219,7 @@ def mark_lost_run(run: ResolvedRun | RunConfig, error: str, *, tracking_uri: str
 
 def run_sweep(configs: Sequence[ResolvedRun | RunConfig], *, tracking_uri: str | None = None, experiment: str = "inputdp",
               perf: PerfFlags | None = None, skip_finished: bool = True, executor: str = "local",
-              executor_options: dict[str, Any] | None = None) -> SweepOutcome:
+              executor_options: dict[str, Any] | None = None, parent_run_id: str | None = None) -> SweepOutcome:
     """Run every configuration through an executor (``local``, ``ray``, ``submitit``); see executors.py. Bare
     configurations are resolved first (one calibration each); resolved ones are run as they are."""
     perf = perf or PerfFlags()
@@ -230,7 +233,7 @@ def run_sweep(configs: Sequence[ResolvedRun | RunConfig], *, tracking_uri: str |
     if executor == "local" and remote:
         MLflowTracker(tracking_uri, experiment)  # the store and experiment made once, before the workers open them
     run_one = functools.partial(run_configuration, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf,
-                                skip_finished=skip_finished)
+                                skip_finished=skip_finished, parent_run_id=parent_run_id)
     lost = functools.partial(mark_lost_run, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf)
     outcome = SweepOutcome()
     for summary in runner.map(runs, run_one=run_one, lost=lost, perf=perf):

@@ -180,13 +180,17 @@ def client(tracking_uri: str | None = None):
     return MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
 
 
-def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT) -> str:
-    """The experiment's id, made if missing (a concurrent maker's is used)."""
+def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT, artifact_location: str | None = None) -> str:
+    """The experiment's id, made if missing (a concurrent maker's is used), tagged as model training so that the
+    MLflow UI opens it on its runs; a sqlite store's artifacts (the leaderboard table) go beside its database."""
     exp = mlflow_client.get_experiment_by_name(name)
     if exp is not None:
+        if exp.tags.get(names.EXPERIMENT_KIND_TAG) is None:
+            mlflow_client.set_experiment_tag(exp.experiment_id, names.EXPERIMENT_KIND_TAG, names.EXPERIMENT_KIND)
         return exp.experiment_id
     try:
-        return mlflow_client.create_experiment(name)
+        return mlflow_client.create_experiment(name, artifact_location=artifact_location,
+                                               tags={names.EXPERIMENT_KIND_TAG: names.EXPERIMENT_KIND})
     except Exception:  # noqa: BLE001 - created meanwhile by another process
         exp = mlflow_client.get_experiment_by_name(name)
         if exp is None:
@@ -203,7 +207,10 @@ def open_store(tracking_uri: str | None, experiment: str = DEFAULT_EXPERIMENT, *
         with _store_lock(uri):
             c = client(uri)
             if create:
-                return c, experiment_id(c, experiment)
+                path = sqlite_path(uri)
+                folder = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in experiment)
+                artifacts = str(path.parent / "mlartifacts" / folder) if path is not None else None
+                return c, experiment_id(c, experiment, artifacts)
             exp = c.get_experiment_by_name(experiment)
             return c, (exp.experiment_id if exp is not None else None)
     except ConfigError:

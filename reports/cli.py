@@ -9,6 +9,8 @@ from inputdp.core.errors import ConfigError
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    """``bench report``: the leaderboard and plots of an experiment's finished runs, written to ``--out``, and (for a
+    study) logged as an MLflow table on the study's parent run."""
     from pathlib import Path
 
     from inputdp.benchmarks.tracking import check_tracking_uri
@@ -31,7 +33,27 @@ def cmd_report(args: argparse.Namespace) -> int:
     print(f"{len(train)} runs, {len(board)} leaderboard rows")
     for f in (files.markdown, files.csv, files.html, *files.plots):
         print(f"wrote {f}")
+    study = log_on_study_run(runs, board, args.tracking_uri)
+    if study:
+        print(f"logged the leaderboard as the table {study} on the study's run")
     return 0
+
+
+def log_on_study_run(runs, board, tracking_uri: str | None) -> str:
+    """Log the leaderboard as an MLflow table (the UI's Artifacts, Evaluation) on the experiment's study run, where
+    there is one; returns the table's artifact name, or ""."""
+    from inputdp.benchmarks.tracking import client
+    from inputdp.core import names
+
+    column = f"tags.{names.TAG_KIND}"
+    if runs.empty or column not in runs.columns:
+        return ""
+    study = runs[runs[column] == names.KIND_STUDY]
+    if study.empty:
+        return ""
+    table = board.astype(object).where(board.notna(), None)
+    client(tracking_uri).log_table(study["run_id"].iloc[0], data=table, artifact_file=names.LEADERBOARD_TABLE)
+    return names.LEADERBOARD_TABLE
 
 
 

@@ -206,7 +206,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         old = lb.isna() & best_score.notna() & (best_score.isin(BLACK_BOX) == (threat == "black_box"))
         out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
         out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
-    return out[out["kind"] != names.KIND_AUDIT].copy(), out[out["kind"] == names.KIND_AUDIT].copy()
+    training = ~out["kind"].isin([names.KIND_AUDIT, names.KIND_STUDY])  # a study's parent run holds no training
+    return out[training].copy(), out[out["kind"] == names.KIND_AUDIT].copy()
 
 
 def _threat(protects: str, needs_public: str) -> str:

@@ -34,3 +34,50 @@ def test_run_through_real_server(tmp_path):
         server.stop()
     with pytest.raises(ProcessLookupError):
         os.kill(pid, 0)
+
+
+def test_a_study_store_read_through_the_rest_api(tmp_path):
+    """A study run into a sqlite store, then a real server on that store: its REST API gives the runs, grouped by
+    method and epsilon, nested under the study's parent run, with their data set; the experiment opens on runs."""
+    import collections
+    import json
+    import urllib.request
+
+    from inputdp.benchmarks.cli import main
+    from inputdp.core import names
+
+    store = f"sqlite:///{tmp_path / 'study.db'}"
+    assert main(["study", "run", "smoke", "--tracking-uri", store, "--no-progress", "--device", "cpu"]) == 0
+    server = start_mlflow_server(store, artifacts_dir=str(tmp_path / "art"), log_path=str(tmp_path / "server.log"))
+
+    def post(path: str, body: dict) -> dict:
+        request = urllib.request.Request(f"{server.uri}/api/2.0/mlflow/{path}", data=json.dumps(body).encode(),
+                                         headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(request, timeout=30) as response:
+            return json.loads(response.read())
+
+    try:
+        with urllib.request.urlopen(f"{server.uri}/api/2.0/mlflow/experiments/get-by-name?experiment_name=smoke",
+                                    timeout=30) as response:
+            experiment = json.loads(response.read())["experiment"]
+        tags = {t["key"]: t["value"] for t in experiment.get("tags", [])}
+        assert tags[names.EXPERIMENT_KIND_TAG] == names.EXPERIMENT_KIND
+        runs = post("runs/search", {"experiment_ids": [experiment["experiment_id"]], "max_results": 100})["runs"]
+    finally:
+        server.stop()
+
+    def tag(run, key):
+        return {t["key"]: t["value"] for t in run["data"].get("tags", [])}.get(key)
+
+    def param(run, key):
+        return {p["key"]: p["value"] for p in run["data"].get("params", [])}.get(key)
+
+    (parent,) = [r for r in runs if tag(r, names.TAG_KIND) == names.KIND_STUDY]
+    children = [r for r in runs if tag(r, names.TAG_PARENT_RUN) == parent["info"]["run_id"]]
+    training = [r for r in children if tag(r, names.TAG_KIND) is None]
+    groups = collections.Counter((tag(r, names.TAG_METHOD), param(r, names.PARAM_EPSILON)) for r in training)
+    assert groups == {("nonprivate", "inf"): 2, ("dirichlet_softmax", "4.0"): 2}  # two seeds each
+    assert all(r["info"]["status"] == "FINISHED" for r in training)
+    audits = [r for r in children if tag(r, names.TAG_KIND) == names.KIND_AUDIT]
+    assert len(audits) == 1 and audits[0]["info"]["run_name"].startswith(names.AUDIT_RUN_PREFIX)
+    assert all(r["inputs"]["dataset_inputs"][0]["dataset"]["name"] == "synthetic" for r in training)

@@ -23,6 +23,15 @@ TAG_HEARTBEAT = "heartbeat"  # unix time, renewed while the run is alive; a stal
 TAG_CLAIM = "claim"  # "pending" while a process claims the configuration, "held" once it runs it
 TAG_KIND = "kind"  # "audit" for audit runs; absent for training runs
 KIND_AUDIT = "audit"
+KIND_STUDY = "study"  # a study's parent run: its training and audit runs are nested under it
+TAG_PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: the UI nests a run under its parent
+TAG_NOTE = "mlflow.note.content"  # MLflow's own: the run's description in the UI
+#: the artifact a study's parent run holds its leaderboard in (an MLflow table)
+LEADERBOARD_TABLE = "leaderboard.json"
+#: MLflow's experiment tag for what the experiment holds: model training, so the UI opens on its runs (not on the
+#: GenAI overview)
+EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
+EXPERIMENT_KIND = "custom_model_development"
 TAG_AUDIT_OF = "audit_of_match_key"
 TAG_AUDIT_BEST_SCORE = "audit_best_score"
 TAG_CANARY_KIND = "canary_kind"

@@ -215,3 +215,26 @@ def test_a_published_row_is_set_beside_the_measured_row_of_its_own_model():
     assert linear["comparable"] == "not comparable (our recipe (preset best), not the published one)"
     cnn = mine[mine["model"] == "scatter_cnn"].iloc[0]  # not measured: the nearest row, marked as another model
     assert "model tanh_cnn vs scatter_cnn" in cnn["comparable"] or "model scatter_linear vs scatter_cnn" in cnn["comparable"]
+
+
+def test_the_readme_results_are_the_committed_reports(tmp_path):
+    """The README's results block is what the committed studies give, figure for figure; and it is a front door."""
+    from pathlib import Path
+
+    from inputdp.reports.summary import BEGIN, END, rewrite, summary
+
+    root = Path(__file__).resolve().parents[1]
+    readme = (root / "README.md").read_text()
+    block = BEGIN + readme.split(BEGIN, 1)[1].split(END, 1)[0] + END
+    assert block == summary(root / "reports")
+    assert len(readme.splitlines()) <= 200
+    # the check can fail: a report changed after the README was written shows up
+    reports = tmp_path / "reports"
+    (reports / "s").mkdir(parents=True)
+    board = (root / "reports" / "mnist-cpu" / "leaderboard.csv").read_text()
+    (reports / "s" / "leaderboard.csv").write_text(board)
+    copy = tmp_path / "README.md"
+    copy.write_text(f"x\n{BEGIN}\n{END}\n")
+    assert rewrite(copy, reports) and "98.79 ± 0.04 (3)" in copy.read_text()
+    (reports / "s" / "leaderboard.csv").write_text(board.replace("0.9878666666666667", "0.9"))
+    assert summary(reports) not in copy.read_text()

@@ -360,6 +360,13 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: the table read at a glance: one row per (data set, method and recipe, epsilon), in the order a reader asks
+GLANCE = ["dataset", "method", "epsilon", "accuracy % (n)", "speed (x non-private)", "the claim and what it covers",
+          "black-box epsilon_lb", "white-box epsilon_lb", "verdict"]
+#: and its details, row for row
+DETAILS = ["dataset", "method", "epsilon", "preset", "view", "model", "q", "T", "delta", "accountant", "seeds",
+           "configs tried", "median_epoch_time_s", "peak_memory_mb", "epsilon_spent", "vectors spend at least",
+           "paper's accountant at this noise", "sanitised data-dependent epsilon", "threat_model"]
 COLUMNS = ["dataset", "preset", "view", "model", "method", "epsilon", "accountant", "delta", "q", "T", "seeds",
            "configs tried", "test_accuracy",
            "median_epoch_time_s", "time_ratio_to_nonprivate", "peak_memory_mb", "epsilon_spent",
@@ -391,8 +398,12 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
         t[f"{threat.replace('_', '-')} epsilon_lb"] = [
             "" if pd.isna(x) else f"{x:.2f} ({kinds})" if n == 1 else f"{x:.2f} (largest of {n}: {kinds})"
             for x, n, kinds in zip(t[f"{threat}_lb"], t[f"{threat}_audits"], t[f"{threat}_kinds"])]
-    t["scope"] = [str(s).split(";")[0] for s in t["scope"]]  # the full text is in the CSV
-    return t[COLUMNS]
+    t["accuracy % (n)"] = [f"{100 * m:.2f} ± {100 * s:.2f} ({int(n)})" for m, s, n in zip(t["acc_mean"], t["acc_std"],
+                                                                                        t["seeds"])]
+    t["speed (x non-private)"] = t["time_ratio_to_nonprivate"]
+    # the claim in full, caveat included: which accountant, and every released value it covers and does not
+    t["the claim and what it covers"] = [f"{a}: {s}" if a else str(s) for a, s in zip(t["accountant"], t["scope"])]
+    return t
 
 
 def paper_side_by_side(board: pd.DataFrame) -> pd.DataFrame:
@@ -469,12 +480,113 @@ VIEW_NOTE = (
     "search is not counted.")
 
 
-def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leaderboard", stamp: str = "",
-                 audits: pd.DataFrame | None = None) -> ReportFiles:
+def smoke_banner(board: pd.DataFrame) -> str:
+    """The banner of a report with smoke-size runs: their numbers are plumbing, not a comparison of methods."""
+    if not board.empty and (board["preset"].astype(str) == "smoke").any():
+        return ("Smoke-size runs (the smoke preset: 2,000 examples, a few steps): plumbing, not a comparison; "
+                "no ranking of methods follows from them")
+    return ""
+
+
+def _plots(board: pd.DataFrame, out: Path) -> list[Path]:
+    """One pair of plots per (data set, preset): runs of different presets are never drawn on one line."""
     from .plots import accuracy_vs_epsilon, epoch_time_bars
 
+    plots: list[Path] = []
+    pairs = sorted(board[["dataset", "preset"]].dropna().drop_duplicates().itertuples(index=False)) if not board.empty else []
+    for dataset, preset in pairs:
+        sub = board[(board["dataset"] == dataset) & (board["preset"] == preset)]
+        stem = _file_stem(dataset)
+        plots.append(accuracy_vs_epsilon(sub, out / f"accuracy_vs_epsilon_{stem}_{preset}.png", dataset))
+        plots.append(epoch_time_bars(sub, out / f"epoch_time_{stem}_{preset}.png", dataset))
+    return plots
+
+
+def _split_published(side: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(published results with a comparable run, the rest): the rest is folded away, not a wall of "no run"."""
+    if side.empty or "comparable" not in side.columns:
+        return side, pd.DataFrame()
+    ok = side["comparable"].astype(str).str.startswith("yes")
+    return side[ok], side[~ok]
+
+
+def verdict_class(verdict: str) -> str:
+    """The colour class of a verdict: refuted or not a guarantee (red), not refuted (green), no claim (grey)."""
+    v = str(verdict)
+    if "refuted" in v and "not refuted" not in v or "not a guarantee" in v:
+        return "bad"
+    if "not refuted" in v:
+        return "ok"
+    return "none"
+
+
+_SORT_JS = """
+document.querySelectorAll('table.sortable').forEach(function (table) {
+  table.querySelectorAll('th').forEach(function (th, col) {
+    th.style.cursor = 'pointer';
+    th.addEventListener('click', function () {
+      var body = table.tBodies[0], rows = Array.from(body.rows);
+      var asc = th.dataset.order !== 'asc';
+      var key = function (r) { var t = r.cells[col].innerText.trim(); var x = parseFloat(t.replace('∞', 'Infinity'));
+                               return isNaN(x) ? t : x; };
+      rows.sort(function (a, b) { var x = key(a), y = key(b);
+        var c = (typeof x === typeof y) ? (x < y ? -1 : x > y ? 1 : 0) : (typeof x === 'number' ? -1 : 1);
+        return asc ? c : -c; });
+      rows.forEach(function (r) { body.appendChild(r); });
+      table.querySelectorAll('th').forEach(function (h) { delete h.dataset.order; });
+      th.dataset.order = asc ? 'asc' : 'desc';
+    });
+  });
+});
+var m = location.hash.match(/sort=(\\d+)/);  // a link (or a test) can open the page sorted by a column
+if (m) { document.querySelector('table.sortable th:nth-child(' + (parseInt(m[1]) + 1) + ')').click(); }
+"""
+
+
+def _html_table(df: pd.DataFrame, *, sortable: bool = False) -> str:
+    html = df.to_html(index=False, escape=True, classes="sortable" if sortable else None, border=0)
+    if "verdict" in df.columns:  # colour each verdict cell by its class
+        for v in df["verdict"].astype(str).unique():
+            html = html.replace(f"<td>{_escape(v)}</td>", f'<td class="verdict {verdict_class(v)}">{_escape(v)}</td>')
+    return html
+
+
+def _escape(text: str) -> str:
+    import html
+
+    return html.escape(text, quote=False)
+
+
+def _html(title, stamp, banner, glance, details, audited, comparable, other, plots) -> str:
+    imgs = "".join(f'<p><img src="{p.name}" alt="{p.stem}" width="640"></p>' for p in plots)
+    style = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;font-size:13px}"
+             "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top} th{background:#eee}"
+             ".banner{background:#fff3cd;border:1px solid #e0c36c;padding:8px 12px}"
+             ".verdict.bad{background:#f8d7da} .verdict.ok{background:#d4edda} .verdict.none{color:#666}")
+    parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_escape(title)}</title>",
+             f"<style>{style}</style></head><body><h1>{_escape(title)}</h1>"]
+    if banner:
+        parts.append(f'<p class="banner"><b>{_escape(banner)}</b></p>')
+    if stamp:
+        parts.append(f"<p>{_escape(stamp)}</p>")
+    parts.append(_html_table(glance, sortable=True) if not glance.empty else "<p>(no finished runs)</p>")
+    parts.append(f"<h2>Details</h2>{_html_table(details)}" if not details.empty else "")
+    if not audited.empty:
+        parts.append(f"<h2>Privacy audits: both threat models</h2><p>{_escape(AUDIT_NOTE)}</p>{_html_table(audited)}")
+    if not comparable.empty:
+        parts.append(f"<h2>Published results side by side</h2>{_html_table(comparable)}")
+    if not other.empty:
+        parts.append(f"<details><summary>{len(other)} published results with no comparable run here</summary>"
+                     f"{_html_table(other)}</details>")
+    parts.append(f"{imgs}<script>{_SORT_JS}</script></body></html>\n")
+    return "".join(parts)
+
+
+def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leaderboard", stamp: str = "",
+                 audits: pd.DataFrame | None = None) -> ReportFiles:
     out.mkdir(parents=True, exist_ok=True)
-    table = display_table(board) if not board.empty else pd.DataFrame(columns=COLUMNS)
+    shown = display_table(board) if not board.empty else pd.DataFrame(columns=[*GLANCE, *DETAILS])
+    glance, details = shown[GLANCE], shown[DETAILS]
     side = paper_side_by_side(board) if not board.empty else pd.DataFrame()
     audited = audit_table(audits) if audits is not None else pd.DataFrame()
     csv = out / "leaderboard.csv"
@@ -482,37 +594,22 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     raw.to_csv(csv, index=False)
     if not audited.empty:
         audited.to_csv(out / "audits.csv", index=False)
-    plots: list[Path] = []
-    # one pair of plots per (data set, preset): runs of different presets are never drawn on one line
-    pairs = sorted(board[["dataset", "preset"]].dropna().drop_duplicates().itertuples(index=False)) if not board.empty else []
-    for dataset, preset in pairs:
-        sub = board[(board["dataset"] == dataset) & (board["preset"] == preset)]
-        stem = _file_stem(dataset)
-        plots.append(accuracy_vs_epsilon(sub, out / f"accuracy_vs_epsilon_{stem}_{preset}.png", dataset))
-        plots.append(epoch_time_bars(sub, out / f"epoch_time_{stem}_{preset}.png", dataset))
+    plots = _plots(board, out)
+    banner = smoke_banner(board)
     md = out / "leaderboard.md"
-    lines = [f"# {title}", ""]
-    if stamp:
-        lines += [stamp, ""]
-    lines += [to_markdown(table) if not table.empty else "(no finished runs)", ""]
-    if not table.empty:
-        lines += [VIEW_NOTE, ""]
+    lines = [f"# {title}", ""] + ([f"> **{banner}**", ""] if banner else []) + ([stamp, ""] if stamp else [])
+    lines += [to_markdown(glance) if not glance.empty else "(no finished runs)", ""]
+    if not glance.empty:
+        lines += [VIEW_NOTE, "", "## Details", "", to_markdown(details), ""]
     if not audited.empty:
         lines += ["## Privacy audits: both threat models", "", AUDIT_NOTE, "", to_markdown(audited), ""]
-    if not side.empty:
-        lines += ["## Published results side by side", "", to_markdown(side), ""]
+    comparable, other = _split_published(side)
+    if not comparable.empty:
+        lines += ["## Published results side by side", "", to_markdown(comparable), ""]
+    if not other.empty:
+        lines += [f"{len(other)} published results have no comparable run here (leaderboard.html lists them).", ""]
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     md.write_text("\n".join(lines) + "\n")
     html = out / "leaderboard.html"
-    imgs = "".join(f'<p><img src="{p.name}" alt="{p.stem}" width="640"></p>' for p in plots)
-    html.write_text(
-        f"<!doctype html><html><head><meta charset='utf-8'><title>{title}</title>"
-        "<style>body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;font-size:13px}"
-        "td,th{border:1px solid #ccc;padding:4px 8px} th{background:#eee}</style></head><body>"
-        f"<h1>{title}</h1><p>{stamp}</p>{table.to_html(index=False, escape=True)}"
-        + (f"<h2>Privacy audits: both threat models</h2><p>{AUDIT_NOTE}</p>{audited.to_html(index=False)}"
-           if not audited.empty else "")
-        + (f"<h2>The paper side by side</h2>{side.to_html(index=False)}" if not side.empty else "")
-        + f"{imgs}</body></html>\n"
-    )
+    html.write_text(_html(title, stamp, banner, glance, details, audited, comparable, other, plots))
     return ReportFiles(md, csv, html, plots)

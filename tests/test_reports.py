@@ -135,8 +135,12 @@ def test_bench_report_writes_files(store, tmp_path, capsys):
     md = (out / "leaderboard.md").read_text()
     for m in METHODS:
         assert f"| {m} |" in md
-    published = md.split("## Published results side by side")[1]
-    assert "| synthetic |" not in published  # nothing is published on the generated set: no row claims to compare
+    # nothing is published on the generated set: no row claims to compare, and the published ones are folded away
+    assert "## Published results side by side" not in md and "published results have no comparable run here" in md
+    assert "plumbing, not a comparison" in md.splitlines()[2]  # the smoke banner, before any figure
+    head = md.split("\n\n")[3].splitlines()[0]
+    assert head.startswith("| dataset | method | epsilon | accuracy % (n) | speed (x non-private) |")
+    assert head.rstrip(" |").endswith("verdict") and "## Details" in md
     csv = pd.read_csv(out / "leaderboard.csv")
     assert len(csv) == 5 and "time_ratio_to_nonprivate" in csv.columns
 
@@ -238,3 +242,42 @@ def test_the_readme_results_are_the_committed_reports(tmp_path):
     assert rewrite(copy, reports) and "98.79 ± 0.04 (3)" in copy.read_text()
     (reports / "s" / "leaderboard.csv").write_text(board.replace("0.9878666666666667", "0.9"))
     assert summary(reports) not in copy.read_text()
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.skipif(_chromium() is None, reason="needs a headless Chromium (Debian: apt install chromium)")
+def test_the_html_leaderboard_in_a_real_browser(store, tmp_path):
+    """The page loads in headless Chromium, its table renders with the verdicts coloured, and a click on a header
+    (the page's own click handler, fired by opening it with #sort=COLUMN) sorts the rows."""
+    import re
+    import subprocess
+
+    out = tmp_path / "rep"
+    assert main(["report", "--tracking-uri", store, "--out", str(out)]) == 0
+    page = (out / "leaderboard.html").as_uri()
+
+    def dom(url: str) -> str:
+        proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--virtual-time-budget=3000",
+                               "--dump-dom", url], capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    def epsilons(html: str) -> list[str]:
+        table = html.split('class="dataframe sortable"', 1)[1].split("</table>", 1)[0]
+        rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)
+        return [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)[2] for r in rows]
+
+    plain = dom(page)
+    assert "accuracy % (n)" in plain and 'class="verdict' in plain
+    shown = epsilons(plain)
+    assert len(shown) == 5
+    key = [float("inf") if e.startswith("∞") else float(e) for e in shown]
+    assert key != sorted(key)  # the page opens in the leaderboard's own order: the sort below has work to do
+    ascending = epsilons(dom(page + "#sort=2"))  # a click on the epsilon header
+    assert [float("inf") if e.startswith("∞") else float(e) for e in ascending] == sorted(key)
+    assert 'data-order="asc"' in dom(page + "#sort=2")

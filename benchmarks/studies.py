@@ -36,6 +36,8 @@ class StudyPart:
     seeds: tuple[int, ...] = (0, 1, 2)
     #: explicit settings that win over the preset's (``sweep.Overrides`` fields: steps, train_examples, ...)
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: the interleaved speed measurement of the part's per-step methods (``bench speed``): timed steps (0: none)
+    speed_steps: int = 50
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -61,7 +63,7 @@ _ALL_SEEDS = (0, 1, 2)
 STUDIES.register(Study(
     name="smoke", target="", summary="seconds: two methods on synthetic data at the smoke preset, one audit; plumbing",
     parts=(StudyPart(dataset="synthetic", preset="smoke", methods=("nonprivate", "dirichlet_softmax"), epsilons=(4.0,),
-                     seeds=(0, 1), overrides={"steps": 20}),),
+                     seeds=(0, 1), overrides={"steps": 20}, speed_steps=5),),
     audit=AuditPlan(canaries=20), note="plumbing, not a comparison: what `bench study` does, at test size"))
 STUDIES.register(Study(
     name="mnist-cpu", target="", summary="every method on MNIST at the cpu preset, eps 1 and 4, 3 seeds, audited",
@@ -157,6 +159,10 @@ def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = N
     if study.audit is not None:
         for r in audited(runs):
             out.add("audit of " + _label(r), runs_with_key(mlflow_client, exp, audit_key(r, study.audit)) if exp else [])
+    for part in study.parts:
+        if part.speed_steps:
+            out.add(f"speed of {part.dataset} {part.preset}",
+                    runs_with_key(mlflow_client, exp, speed_key(part, perf)) if exp else [])
     return out
 
 
@@ -189,7 +195,67 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
         audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
               scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
         audits_run.append("audit of " + _label(r))
+    for part in study.parts:
+        if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent):
+            audits_run.append(f"speed of {part.dataset} {part.preset}")
     return outcome, audits_run
+
+
+def speed_key(part: StudyPart, perf: PerfFlags) -> str:
+    """The store key of a part's speed measurement: its data, preset, methods, steps and threads."""
+    import torch
+
+    methods = part.methods if isinstance(part.methods, str) else ",".join(part.methods)
+    return (f"speed:{part.dataset}:{part.preset}:{methods}:{part.speed_steps}:"
+            f"{perf.threads or torch.get_num_threads()}:{perf.resolve_device()}")
+
+
+def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: PerfFlags, parent: str) -> bool:
+    """The part's per-step methods timed interleaved against the reference (``bench speed``), logged as its own
+    run with each method's median ratio and the quartiles of its paired per-step ratios; False when the store has
+    it already. Its contention is recorded as a training run's is, and a contended one is not used for a ratio."""
+    import dataclasses
+    import time
+
+    from inputdp.methods import METHODS
+
+    from .harness import load_average
+    from .speed import measure
+    from .sweep import resolve_methods
+    from .tracking import open_store, runs_with_key
+
+    mlflow_client, exp = open_store(tracking_uri, study.name)
+    key = speed_key(part, perf)
+    if any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp, key)):
+        return False
+    methods = resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
+    methods = [m for m in methods if not METHODS.get(m).load().capabilities.own_loop]
+    data_dir = part.overrides.get("data_dir")
+    t0 = time.time()
+    result = measure(methods, dataset=part.dataset, preset=part.preset, steps=part.speed_steps,
+                     warmup=max(1, part.speed_steps // 10), data_dir=data_dir,
+                     perf=dataclasses.replace(perf, progress=False))
+    load = load_average()
+    import torch
+
+    run = mlflow_client.create_run(exp, run_name=f"speed-{part.dataset}-{part.preset}", tags={
+        names.TAG_KIND: names.KIND_SPEED, names.TAG_CONFIG_KEY: key, names.TAG_PARENT_RUN: parent,
+        names.TAG_DATASET: part.dataset, names.TAG_PRESET: part.preset})
+    from mlflow.entities import Metric, Param
+
+    ts = int(time.time() * 1000)
+    metrics = []
+    for label, m in result.methods.items():
+        for name, value in ((names.METRIC_SPEED_RATIO, m["ratio_to_reference"]), (names.METRIC_SPEED_P25, m["ratio_p25"]),
+                            (names.METRIC_SPEED_P75, m["ratio_p75"]), (names.METRIC_SPEED_STEP, m["median_step_s"])):
+            metrics.append(Metric(name.format(label), float(value), ts, 0))
+    threads = torch.get_num_threads()
+    metrics += [Metric(names.METRIC_LOAD, load, ts, 0),
+                Metric(names.METRIC_CONTENDED, float(load > threads + 1.0), ts, 0)]
+    params = [Param(k, str(v)) for k, v in result.setup.items()] + [Param("seconds", f"{time.time() - t0:.1f}")]
+    mlflow_client.log_batch(run.info.run_id, metrics=metrics, params=params)
+    mlflow_client.set_terminated(run.info.run_id, status="FINISHED")
+    return True
 
 
 def study_run(study: Study, tracking_uri: str | None) -> str:

@@ -25,7 +25,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     train, audits = tidy(runs)
     if train.empty:
         raise ConfigError(f"no finished runs in experiment {args.experiment!r} of the store: run `bench run` first")
-    board = leaderboard(train, audits)
+    from .leaderboard import speed_ratios
+
+    board = leaderboard(train, audits, speed_ratios(runs))
     try:
         files = write_report(board, out, stamp=args.stamp, audits=audits)
     except OSError as err:

@@ -206,7 +206,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         old = lb.isna() & best_score.notna() & (best_score.isin(BLACK_BOX) == (threat == "black_box"))
         out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
         out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
-    training = ~out["kind"].isin([names.KIND_AUDIT, names.KIND_STUDY])  # a study's parent run holds no training
+    # a study's parent run and its speed measurement hold no training
+    training = ~out["kind"].isin([names.KIND_AUDIT, names.KIND_STUDY, names.KIND_SPEED])
     return out[training].copy(), out[out["kind"] == names.KIND_AUDIT].copy()
 
 
@@ -222,7 +223,29 @@ def _uncontended_median(g: pd.DataFrame) -> float:
     return float(np.median(times)) if len(times) else math.nan
 
 
-def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.DataFrame:
+def speed_ratios(runs: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, float, float]]:
+    """(data set, preset, method) -> (median ratio to the reference, its quartiles), from the interleaved speed runs
+    (kind ``speed``) that were not contended; the latest such run of a (data set, preset) wins."""
+    column = f"tags.{names.TAG_KIND}"
+    if runs.empty or column not in runs.columns:
+        return {}
+    speed = runs[runs[column] == names.KIND_SPEED].sort_values("start_time")
+    out = {}
+    prefix = "metrics." + names.METRIC_SPEED_RATIO.format("")
+    for _, r in speed.iterrows():
+        if float(r.get(f"metrics.{names.METRIC_CONTENDED}", 0) or 0) == 1:
+            continue  # timed while other work shared the cores: not a speed comparison
+        for col in runs.columns:
+            if col.startswith(prefix) and not pd.isna(r[col]):
+                label = col[len(prefix):]
+                quart = [r.get("metrics." + n.format(label)) for n in (names.METRIC_SPEED_P25, names.METRIC_SPEED_P75)]
+                out[(r[f"tags.{names.TAG_DATASET}"], r[f"tags.{names.TAG_PRESET}"], label)] = (
+                    float(r[col]), *(float(q) if q is not None else math.nan for q in quart))
+    return out
+
+
+def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
+                speed: dict[tuple[str, str, str], tuple[float, float, float]] | None = None) -> pd.DataFrame:
     if train.empty:
         return pd.DataFrame()
     rows = []
@@ -266,6 +289,12 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None) -> pd.D
         r.median_epoch_time_s / ref.get((r.dataset, r.preset), np.nan) if (r.dataset, r.preset) in ref.index else np.nan
         for r in board.itertuples()
     ]
+    board["speed_source"] = "sequential runs"
+    for i, r in board.iterrows():  # an interleaved measurement of the row's method, where there is one, wins
+        found = (speed or {}).get((r["dataset"], r["preset"], r["method"]))
+        if found is not None:
+            board.loc[i, "time_ratio_to_nonprivate"] = found[0]
+            board.loc[i, "speed_source"] = f"interleaved, quartiles {found[1]:.2f}-{found[2]:.2f}"
     _join_audits(board, audits)
     return board
 
@@ -400,7 +429,8 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
             for x, n, kinds in zip(t[f"{threat}_lb"], t[f"{threat}_audits"], t[f"{threat}_kinds"])]
     t["accuracy % (n)"] = [f"{100 * m:.2f} ± {100 * s:.2f} ({int(n)})" for m, s, n in zip(t["acc_mean"], t["acc_std"],
                                                                                         t["seeds"])]
-    t["speed (x non-private)"] = t["time_ratio_to_nonprivate"]
+    source = t["speed_source"] if "speed_source" in t.columns else pd.Series("sequential runs", index=t.index)
+    t["speed (x non-private)"] = ["" if r == "" else f"{r} ({s})" for r, s in zip(t["time_ratio_to_nonprivate"], source)]
     # the claim in full, caveat included: which accountant, and every released value it covers and does not
     t["the claim and what it covers"] = [f"{a}: {s}" if a else str(s) for a, s in zip(t["accountant"], t["scope"])]
     return t

@@ -27,20 +27,34 @@ def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'study.db'}"
     common = ["--tracking-uri", uri, "--no-progress", "--device", "cpu"]
     assert main(["study", "status", "smoke", *common]) == 0
-    assert "0 done, 0 running, 5 missing" in capsys.readouterr().out  # 4 runs and 1 audit, nothing in the store
+    assert "0 done, 0 running, 6 missing" in capsys.readouterr().out  # 4 runs, 1 audit, 1 speed: nothing stored
     assert main(["study", "run", "smoke", *common]) == 0
     assert "ran 4, already finished 0" in capsys.readouterr().out
     assert main(["study", "status", "smoke", *common]) == 0
-    assert "5 done, 0 running, 0 missing" in capsys.readouterr().out
+    assert "6 done, 0 running, 0 missing" in capsys.readouterr().out
     t0 = time.perf_counter()
     assert main(["study", "run", "smoke", *common]) == 0
     again = capsys.readouterr().out
-    assert "ran 0, already finished 4" in again and "audits run 0" in again
+    assert "ran 0, already finished 4" in again and "speed measurements run 0" in again
     assert time.perf_counter() - t0 < 60  # a finished study run again starts nothing
     out = tmp_path / "report"
     assert main(["report", "--tracking-uri", uri, "--experiment", "smoke", "--out", str(out)]) == 0
     board = (out / "leaderboard.csv").read_text()
     assert "dirichlet_softmax" in board and "nonprivate" in board and "dpsgd" not in board
+    # the speed column comes from the study's interleaved measurement, unless that was contended
+    import pandas as pd
+
+    from inputdp.benchmarks.tracking import client, experiment_id
+    from inputdp.core import names
+
+    c = client(uri)
+    (speed,) = [r for r in c.search_runs([experiment_id(c, "smoke")]) if r.data.tags.get(names.TAG_KIND) == "speed"]
+    sources = pd.read_csv(out / "leaderboard.csv").set_index("method")["speed_source"]
+    if speed.data.metrics[names.METRIC_CONTENDED] == 0:
+        assert sources["dirichlet_softmax"].startswith("interleaved, quartiles")
+        assert speed.data.metrics[names.METRIC_SPEED_RATIO.format("nonprivate")] == 1.0
+    else:
+        assert sources["dirichlet_softmax"] == "sequential runs"
 
 
 def test_study_refusals_are_one_line(capsys):

@@ -35,7 +35,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     outcome, audits = run_study(study, tracking_uri=args.tracking_uri, perf=perf, executor=args.executor,
                                 executor_options=executor_options(args))
     print(f"study {study.name}: ran {len(outcome.ran)}, already finished {len(outcome.skipped)}, running elsewhere "
-          f"{len(outcome.elsewhere)}; audits run {len(audits)}")
+          f"{len(outcome.elsewhere)}; audits and speed measurements run {len(audits)}")
     print(f"next: bench report --experiment {study.name} --out reports/{study.name}")
     return 0
 

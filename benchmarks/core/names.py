@@ -24,6 +24,7 @@ TAG_CLAIM = "claim"  # "pending" while a process claims the configuration, "held
 TAG_KIND = "kind"  # "audit" for audit runs; absent for training runs
 KIND_AUDIT = "audit"
 KIND_STUDY = "study"  # a study's parent run: its training and audit runs are nested under it
+KIND_SPEED = "speed"  # an interleaved speed measurement (what `bench speed` does), its own run in a study
 TAG_PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: the UI nests a run under its parent
 TAG_NOTE = "mlflow.note.content"  # MLflow's own: the run's description in the UI
 #: the artifact a study's parent run holds its leaderboard in (an MLflow table)
@@ -129,6 +130,12 @@ METRIC_AUDIT_TN = "audit_tn"
 METRIC_AUDIT_FAILED = "audit_failed"
 METRIC_AUDIT_SELECTION_BOUND = "audit_selection_bound"
 METRIC_AUDIT_WALL = "audit_wall_s"
+#: a speed run's figures per method label (.format(label)): the median step-time ratio to the reference, the
+#: quartiles of the paired per-step ratios (its spread), and the median step time
+METRIC_SPEED_RATIO = "speed.ratio.{}"
+METRIC_SPEED_P25 = "speed.ratio_p25.{}"
+METRIC_SPEED_P75 = "speed.ratio_p75.{}"
+METRIC_SPEED_STEP = "speed.step_s.{}"
 METRIC_AUDIT_SCORE_BOUND = "epsilon_lb.{}"  # .format(score): each score's bound
 METRIC_AUDIT_SCORE_CEILING = "ceiling.{}"  # .format(score): and its ceiling
 METRIC_THREAT_BOUND = "epsilon_lb.{}"  # .format(threat): the strongest bound of a threat model (THREATS)

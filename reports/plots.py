@@ -15,45 +15,69 @@ COLOURS = {"dirichlet_softmax": "tab:blue", "dpsgd": "tab:red", "gaussian_penult
            "pate": "tab:purple", "nonprivate": "black"}
 
 
-def accuracy_vs_epsilon(board: pd.DataFrame, path: Path, dataset: str) -> Path:
-    """One line per private method with error bars over seeds; the non-private level as a dashed line.
+def _series(private: pd.DataFrame):
+    """One series per (method and recipe, model): a method's superseded recipes or other models are their own line,
+    never one zigzag through them."""
+    models = private["model"].astype(str).nunique() > 1
+    for (method, model), g in private.groupby(["method", "model"], sort=True):
+        label = f"{method} ({model})" if models else str(method)
+        base = str(method).split(" [")[0]
+        yield label, base, g.sort_values("epsilon")
 
-    Left: the whole range. Right: zoomed on the methods within 5 points of non-private, where the differences
-    that matter for a choice are a fraction of a point.
+
+def accuracy_vs_epsilon(board: pd.DataFrame, path: Path, dataset: str) -> Path:
+    """One line per (method and recipe, model) with error bars over seeds; the non-private level as a dashed line.
+
+    Left: the whole range. Right (only where it zooms: the methods within 5 points of non-private span less than
+    the whole range): zoomed on them, where the differences that matter for a choice are a fraction of a point. The
+    legend sits outside the axes, so it hides no point or error bar.
     """
-    fig, axes = plt.subplots(1, 2, figsize=(11, 4.2))
     private = board[[math.isfinite(e) for e in board["epsilon"]]]
     ref = board[board["method"] == "nonprivate"]
     ref_acc = float(ref["acc_mean"].iloc[0]) if not ref.empty else None
+    full = _limits(private, ref_acc)
+    top = private[private["acc_mean"] >= (ref_acc if ref_acc is not None else private["acc_mean"].max()) - 0.05]
+    zoom = _limits(top, ref_acc) if not top.empty else None
+    zooms = zoom is not None and full is not None and (zoom[1] - zoom[0]) < 0.8 * (full[1] - full[0])
+    fig, axes = plt.subplots(1, 2 if zooms else 1, figsize=(13 if zooms else 8, 4.4), squeeze=False)
+    axes = list(axes[0])
     for ax in axes:
-        for method, g in private.groupby("method"):
-            g = g.sort_values("epsilon")
+        for label, base, g in _series(private):
             ax.errorbar(g["epsilon"], 100 * g["acc_mean"], yerr=100 * g["acc_std"], marker="o", capsize=4,
-                        label=method, color=COLOURS.get(method))
+                        label=label, color=COLOURS.get(base), linestyle="--" if " [" in label else "-")
         if ref_acc is not None:
-            ax.axhline(100 * ref_acc, color="black", linestyle="--", linewidth=1, label=f"non-private ({100 * ref_acc:.2f}%)")
+            ax.axhline(100 * ref_acc, color="black", linestyle=":", linewidth=1, label=f"non-private ({100 * ref_acc:.2f}%)")
         if not private.empty:
             ax.set_xscale("log", base=2)
-            eps = sorted(private["epsilon"].unique())
+            eps = [e for i, e in enumerate(sorted(private["epsilon"].unique()))
+                   if i == 0 or e > 1.15 * sorted(private["epsilon"].unique())[i - 1]]  # no two labels on one spot
             ax.set_xticks(eps, [f"{e:g}" for e in eps])
         ax.set_xlabel("target epsilon (delta as in the table)")
         ax.grid(alpha=0.3)
     axes[0].set_ylabel("test accuracy (%)")
     axes[0].set_title("all methods")
-    top = private[private["acc_mean"] >= (ref_acc if ref_acc is not None else private["acc_mean"].max()) - 0.05]
-    if not top.empty:
-        lo = 100 * float((top["acc_mean"] - top["acc_std"]).min()) - 0.3
-        hi = 100 * max(float((top["acc_mean"] + top["acc_std"]).max()), ref_acc or 0.0) + 0.3
-        axes[1].set_ylim(lo, hi)
-    axes[1].set_title("zoom: within 5 points of non-private")
+    if zooms:
+        axes[1].set_ylim(*zoom)
+        axes[1].set_title("zoom: within 5 points of non-private")
     presets = ", ".join(sorted(board["preset"].astype(str).unique()))
     models = ", ".join(sorted(board["model"].astype(str).unique()))
     fig.suptitle(f"{dataset}: accuracy at matched privacy ({presets} preset, {models})")
-    axes[0].legend(fontsize=8, loc="lower right")
+    axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
     return path
+
+
+def _limits(rows: pd.DataFrame, ref_acc: float | None) -> tuple[float, float] | None:
+    """The y range (in %) that holds every point with its error bar, and the reference, with a margin."""
+    if rows.empty:
+        return None
+    lo = 100 * float((rows["acc_mean"] - rows["acc_std"]).min())
+    hi = 100 * max(float((rows["acc_mean"] + rows["acc_std"]).max()), ref_acc or 0.0)
+    if ref_acc is not None:
+        lo = min(lo, 100 * ref_acc)
+    return lo - 0.3, hi + 0.3
 
 
 def epoch_time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:

@@ -389,12 +389,15 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
+#: a run's peak memory: torch's peak on a GPU; on a CPU the process's resident set, which holds what earlier runs of
+#: the same process left (a method's own figure is not attributable there)
+MEMORY = "peak MB (GPU: the run's; CPU: the process's RSS)"
 #: the table read at a glance: one row per (data set, method and recipe, epsilon), in the order a reader asks
 GLANCE = ["dataset", "method", "epsilon", "accuracy % (n)", "speed (x non-private)", "the claim and what it covers",
           "black-box epsilon_lb", "white-box epsilon_lb", "verdict"]
 #: and its details, row for row
 DETAILS = ["dataset", "method", "epsilon", "preset", "view", "model", "q", "T", "delta", "accountant", "seeds",
-           "configs tried", "median_epoch_time_s", "peak_memory_mb", "epsilon_spent", "vectors spend at least",
+           "configs tried", "median_epoch_time_s", MEMORY, "epsilon_spent", "vectors spend at least",
            "paper's accountant at this noise", "sanitised data-dependent epsilon", "threat_model"]
 COLUMNS = ["dataset", "preset", "view", "model", "method", "epsilon", "accountant", "delta", "q", "T", "seeds",
            "configs tried", "test_accuracy",
@@ -423,6 +426,7 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["median_epoch_time_s"] = ["contended" if pd.isna(x) else f"{x:.2f}" for x in t["median_epoch_time_s"]]
     t["time_ratio_to_nonprivate"] = ["" if pd.isna(x) else f"{x:.2f}" for x in t["time_ratio_to_nonprivate"]]
     t["peak_memory_mb"] = [f"{x:.0f}" for x in t["peak_memory_mb"]]
+    t[MEMORY] = t["peak_memory_mb"]
     for threat in names.THREATS:
         t[f"{threat.replace('_', '-')} epsilon_lb"] = [
             "" if pd.isna(x) else f"{x:.2f} ({kinds})" if n == 1 else f"{x:.2f} (largest of {n}: {kinds})"

@@ -434,7 +434,15 @@ class MLflowTracker:
                               "test_examples": params.get(names.PARAM_TEST_SIZE)})
         dataset = Dataset(name=config.dataset, digest=config.data_fingerprint, source_type="local", source=source,
                           profile=profile)
-        self.client.log_inputs(self.run_id, [DatasetInput(dataset, [InputTag("mlflow.data.context", "training")])])
+        inputs = [DatasetInput(dataset, [InputTag("mlflow.data.context", "training")])]
+        for attempt in range(3):
+            try:
+                self.client.log_inputs(self.run_id, inputs)
+                return
+            except Exception:  # noqa: BLE001 - two runs adding one data set at once race in MLflow's insert
+                if attempt == 2:  # (UNIQUE constraint on the datasets table): the next attempt finds it and links it
+                    raise
+                time.sleep(random.uniform(0.1, 0.5))
 
     @shield
     def on_epoch(self, epoch: int, metrics: dict[str, float]) -> None:

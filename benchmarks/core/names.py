@@ -89,8 +89,8 @@ METRIC_STEPS = "steps"
 METRIC_MEAN_BATCH_SIZE = "mean_batch_size"
 #: how contended the epoch's timing was: the process's CPU seconds per wall second over the epoch's steps (about
 #: the run's threads when it had the cores to itself), and the machine's 1-minute load average at the epoch's end
-METRIC_CPU_PER_WALL = "cpu_per_wall"
-METRIC_LOAD = "load_1min"
+METRIC_CPU_PER_WALL = "epoch_time_cpu_per_wall"
+METRIC_LOAD = "epoch_time_load_1min"
 # per run
 METRIC_FINAL_TEST_ACCURACY = "final_test_accuracy"
 METRIC_FINAL_TRAIN_ACCURACY = "final_train_accuracy"
@@ -105,8 +105,8 @@ METRIC_TOTAL_STEPS = "total_steps"
 METRIC_EVAL_EXAMPLES = "eval_examples"
 #: 1 when other work shared the cores during the run's timed epochs (their median load average exceeded the run's
 #: own threads by more than one busy thread): its times are not a speed comparison, and the leaderboard leaves them out
-METRIC_CONTENDED = "timing_contended"
-METRIC_MAX_LOAD = "max_load_1min"
+METRIC_CONTENDED = "time_contended"
+METRIC_MAX_LOAD = "time_max_load_1min"
 METRIC_PHASE_TIME = "time_{}_s"  # .format(phase): an own-loop method's phase, timed by the harness
 METRIC_MEDIAN_EPOCH_TIME = "median_epoch_time_s"
 METRIC_PEAK_MEMORY = "peak_memory_mb"

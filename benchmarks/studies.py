@@ -1,8 +1,9 @@
 """Studies: a named, declared set of work, run by one command into one store, resumable.
 
-A study is training configurations (methods x epsilons x seeds of a preset, per data set) and, for every private
-(method, epsilon) row, a one-run audit (its random-pattern canaries are scored by every general score, so the audit
-gives a black-box and a white-box bound at once). ``bench study run NAME`` runs what the store does not hold yet into
+A study is training configurations (methods x epsilons x seeds of a preset, per data set), for every private
+(method, recipe, epsilon) row its one-run audits (random-pattern canaries scored by every general score: a black-box
+and a white-box bound at once; and the exclusive-support test on an MLP, the white-box test that decides), and an
+interleaved speed measurement per data set. ``bench study run NAME`` runs what the store does not hold yet into
 the study's own experiment (named after the study, so that its report shows only its own configurations);
 ``bench study status NAME`` says what is done, running and missing; ``bench study list`` lists them. A finished
 study run again starts nothing: every configuration and audit is found FINISHED by its key.
@@ -42,17 +43,31 @@ class StudyPart:
 
 @dataclass(frozen=True, kw_only=True)
 class AuditPlan:
-    """The audit of every private row: one run with ``canaries`` canaries of ``canary_kind`` (seed 0)."""
+    """An audit of every private row: one run with ``canaries`` canaries of ``canary_kind`` (seed 0), on the row's
+    model or on ``model`` (the exclusive-support test needs a dense one: mlp)."""
 
     canary_kind: str = "random_pattern"
     canaries: int = 1000
     pattern_scale: float = 2.0
+    model: str | None = None
+
+    def of(self, r: ResolvedRun) -> ResolvedRun:
+        """The configuration this audit trains: the row's, on the audit's own model where it names one."""
+        from .resolve import resolve
+
+        return r if self.model is None else resolve(r.config.replace(model=self.model))
+
+    def label(self) -> str:
+        return f"{self.canary_kind} x{self.canaries}" + (f" on {self.model}" if self.model else "")
 
 
 @dataclass(frozen=True, kw_only=True)
 class Study(Entry):
     parts: tuple[StudyPart, ...]
-    audit: AuditPlan | None = AuditPlan()
+    #: the audits of every private row: by default 1,000 random-pattern canaries on the row's own model (every
+    #: general score: a black-box and a white-box bound) and the exclusive-support test on an MLP (67 canaries: the
+    #: white-box test that decides, THEORY.md, "Auditing")
+    audits: tuple[AuditPlan, ...] = (AuditPlan(), AuditPlan(canary_kind="exclusive_support", canaries=67, model="mlp"))
     #: what the study is for, and what it leaves out (shown by ``bench study list``)
     note: str = ""
 
@@ -64,7 +79,8 @@ STUDIES.register(Study(
     name="smoke", target="", summary="seconds: two methods on synthetic data at the smoke preset, one audit; plumbing",
     parts=(StudyPart(dataset="synthetic", preset="smoke", methods=("nonprivate", "dirichlet_softmax"), epsilons=(4.0,),
                      seeds=(0, 1), overrides={"steps": 20}, speed_steps=5),),
-    audit=AuditPlan(canaries=20), note="plumbing, not a comparison: what `bench study` does, at test size"))
+    audits=(AuditPlan(canaries=20), AuditPlan(canary_kind="exclusive_support", canaries=20, model="mlp")),
+    note="plumbing, not a comparison: what `bench study` does, at test size"))
 STUDIES.register(Study(
     name="mnist-cpu", target="", summary="every method on MNIST at the cpu preset, eps 1 and 4, 3 seeds, audited",
     parts=(StudyPart(dataset="mnist", preset="cpu", epsilons=(1.0, 4.0), seeds=_ALL_SEEDS),),
@@ -156,9 +172,11 @@ def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = N
         open_store(uri, study.name, create=False)  # no store yet: everything is missing
     for r in runs:
         out.add(_label(r), runs_with_key(mlflow_client, exp, r.key(perf)) if exp else [])
-    if study.audit is not None:
+    for plan in study.audits:
         for r in audited(runs):
-            out.add("audit of " + _label(r), runs_with_key(mlflow_client, exp, audit_key(r, study.audit)) if exp else [])
+            target = plan.of(r).with_config(with_data_fingerprint(plan.of(r).config))
+            out.add(f"audit ({plan.label()}) of {_label(r)}",
+                    runs_with_key(mlflow_client, exp, audit_key(target, plan)) if exp else [])
     for part in study.parts:
         if part.speed_steps:
             out.add(f"speed of {part.dataset} {part.preset}",
@@ -183,8 +201,9 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
         raise ConfigError(f"study {study.name}: {len(outcome.failed)} configuration(s) failed "
                           f"({outcome.failed[0].error}); run it again to finish them")
     audits_run = []
-    for r in audited(runs) if study.audit is not None else []:
-        plan = study.audit
+    for plan, r in [(plan, r) for plan in study.audits for r in audited(runs)]:
+        r = plan.of(r)
+        r = r.with_config(with_data_fingerprint(r.config))
         tracker = MLflowTracker(tracking_uri, study.name)
         key = audit_key(r, plan)
         if any(x.info.status == "FINISHED" for x in runs_with_key(tracker.client, tracker.experiment_id, key)):
@@ -194,7 +213,7 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
                                    names.TAG_PARENT_RUN: parent})
         audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
               scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
-        audits_run.append("audit of " + _label(r))
+        audits_run.append(f"audit ({plan.label()}) of {_label(r)}")
     for part in study.parts:
         if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent):
             audits_run.append(f"speed of {part.dataset} {part.preset}")

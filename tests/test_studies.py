@@ -15,7 +15,10 @@ def test_the_published_studies_are_declared():
     private = [r for r in cpu if r.config.privacy.is_private]
     assert {r.config.privacy.epsilon for r in private} == {1.0, 4.0}
     assert {r.config.seed for r in cpu} == {0, 1, 2} and {r.config.preset for r in cpu} == {"cpu"}
-    assert len(audited(cpu)) == 8  # each private method at each epsilon: one audit, both threat models
+    assert len(audited(cpu)) == 8  # each private method at each epsilon, by each of the study's audits:
+    plans = STUDIES.get("mnist-cpu").audits  # random patterns on the row's model, exclusive support on an MLP
+    assert [(p.canary_kind, p.canaries, p.model) for p in plans] == [("random_pattern", 1000, None),
+                                                                    ("exclusive_support", 67, "mlp")]
     for name in ("mnist-best", "fashionmnist-best"):
         runs = configurations(STUDIES.get(name))
         assert {r.config.privacy.epsilon for r in runs if r.config.privacy.is_private} == {1.0, 2.93}
@@ -27,11 +30,11 @@ def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'study.db'}"
     common = ["--tracking-uri", uri, "--no-progress", "--device", "cpu"]
     assert main(["study", "status", "smoke", *common]) == 0
-    assert "0 done, 0 running, 6 missing" in capsys.readouterr().out  # 4 runs, 1 audit, 1 speed: nothing stored
+    assert "0 done, 0 running, 7 missing" in capsys.readouterr().out  # 4 runs, 2 audits, 1 speed: nothing stored
     assert main(["study", "run", "smoke", *common]) == 0
     assert "ran 4, already finished 0" in capsys.readouterr().out
     assert main(["study", "status", "smoke", *common]) == 0
-    assert "6 done, 0 running, 0 missing" in capsys.readouterr().out
+    assert "7 done, 0 running, 0 missing" in capsys.readouterr().out
     t0 = time.perf_counter()
     assert main(["study", "run", "smoke", *common]) == 0
     again = capsys.readouterr().out

@@ -55,7 +55,10 @@ class AuditPlan:
         """The configuration this audit trains: the row's, on the audit's own model where it names one."""
         from .resolve import resolve
 
-        return r if self.model is None else resolve(r.config.replace(model=self.model))
+        if self.model is None:
+            return r
+        # the noise is a function of (method, options, budget), not of the model: the row's calibration stands
+        return resolve(r.config.replace(model=self.model), _calibration=(r.method(), r.calibration))
 
     def label(self) -> str:
         return f"{self.canary_kind} x{self.canaries}" + (f" on {self.model}" if self.model else "")
@@ -174,7 +177,8 @@ def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = N
         out.add(_label(r), runs_with_key(mlflow_client, exp, r.key(perf)) if exp else [])
     for plan in study.audits:
         for r in audited(runs):
-            target = plan.of(r).with_config(with_data_fingerprint(plan.of(r).config))
+            target = plan.of(r)
+            target = target.with_config(with_data_fingerprint(target.config))
             out.add(f"audit ({plan.label()}) of {_label(r)}",
                     runs_with_key(mlflow_client, exp, audit_key(target, plan)) if exp else [])
     for part in study.parts:

@@ -11,7 +11,6 @@ accountant, of its library or of the suite's accounting, a store's runs at the o
 
 from __future__ import annotations
 
-import functools
 import hashlib
 import json
 import math
@@ -134,17 +133,6 @@ def resolve_all(configs: Iterable[RunConfig]) -> list[ResolvedRun]:
     return out
 
 
-@functools.singledispatch
-def resolved(item) -> ResolvedRun:
+def resolved(item: ResolvedRun | RunConfig) -> ResolvedRun:
     """A ResolvedRun as it is, a RunConfig resolved (for callers that hold only the configuration)."""
-    raise TypeError(f"cannot resolve a {type(item).__name__}")
-
-
-@resolved.register
-def _(item: ResolvedRun) -> ResolvedRun:
-    return item
-
-
-@resolved.register
-def _(item: RunConfig) -> ResolvedRun:
-    return resolve(item)
+    return item if isinstance(item, ResolvedRun) else resolve(item)

@@ -66,16 +66,6 @@ def _entries(names: Sequence[str], reference: str, method_options: dict, variant
     return entries
 
 
-def _quantile(sorted_values: list[float], p: float) -> float:
-    """The p-quantile of sorted values, linear between neighbours."""
-    if not sorted_values:
-        return float("nan")
-    x = p * (len(sorted_values) - 1)
-    lo = int(x)
-    hi = min(lo + 1, len(sorted_values) - 1)
-    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (x - lo)
-
-
 def measure(
     methods: Sequence[str], *, dataset: str, preset: str = "cpu", model: str | None = None, batch_size: int = 256,
     steps: int = 50, warmup: int = 5, epsilon: float = 1.0, norm: str = "group", data_dir: str | None = None,
@@ -123,10 +113,11 @@ def measure(
     for n in names:
         med = statistics.median(times[n])
         # the spread: each step's time over the reference's step just before it (the same batch, interleaved)
-        paired = sorted(t / r for t, r in zip(times[n], times[names[0]]))
+        paired = [t / r for t, r in zip(times[n], times[names[0]])]
+        p25, _, p75 = statistics.quantiles(paired, n=4, method="inclusive") if len(paired) > 1 else paired * 3
         out[n] = {"median_step_s": med, "examples_per_s": batch_size / med, "peak_memory_mb": peaks[n] / 2**20,
-                  "ratio_to_reference": med / base, "ratio_p25": _quantile(paired, 0.25),
-                  "ratio_p75": _quantile(paired, 0.75), **prepared[n].method.describe()}
+                  "ratio_to_reference": med / base, "ratio_p25": p25, "ratio_p75": p75,
+                  **prepared[n].method.describe()}
     first = prepared[names[0]]
     setup = {"reference": reference, "dataset": dataset,
              "model": first.config.model, "norm": norm, "batch_size": batch_size, "steps": steps,

@@ -106,17 +106,30 @@ STUDIES.register(Study(
          "epsilon beside it)"))
 
 
-def configurations(study: Study) -> list[ResolvedRun]:
-    """Every training configuration of the study, resolved (one calibration per distinct budget); refused in one
-    line, before any store is opened, where a part names something unknown or a target a method cannot meet."""
-    from .sweep import Overrides, expand, resolve_all, resolve_methods
+def expanded(study: Study) -> list:
+    """Every training configuration of the study (RunConfigs, not yet calibrated)."""
+    from .sweep import Overrides, expand, resolve_methods
 
     configs = []
     for part in study.parts:
         methods = resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
         configs += expand(methods=methods, dataset=part.dataset, preset=part.preset, epsilons=part.epsilons,
                           seeds=part.seeds, overrides=Overrides(**part.overrides))
-    return resolve_all(configs)
+    return configs
+
+
+def configurations(study: Study) -> list[ResolvedRun]:
+    """Every training configuration of the study, resolved (one calibration per distinct budget); refused in one
+    line, before any store is opened, where a part names something unknown or a target a method cannot meet."""
+    from .sweep import resolve_all
+
+    return resolve_all(expanded(study))
+
+
+def _finished(mlflow_client, exp: str, key: str) -> bool:
+    from .tracking import runs_with_key
+
+    return any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp, key))
 
 
 def audit_key(r: ResolvedRun, plan: AuditPlan) -> str:
@@ -194,7 +207,7 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
     audit. Returns (the sweep's outcome, the labels of the audits run now)."""
     from .audit import audit, resolve_scores
     from .sweep import run_sweep, with_data_fingerprint
-    from .tracking import MLflowTracker, runs_with_key
+    from .tracking import MLflowTracker
 
     perf = perf or PerfFlags()
     runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study)]
@@ -210,7 +223,7 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
         r = r.with_config(with_data_fingerprint(r.config))
         tracker = MLflowTracker(tracking_uri, study.name)
         key = audit_key(r, plan)
-        if any(x.info.status == "FINISHED" for x in runs_with_key(tracker.client, tracker.experiment_id, key)):
+        if _finished(tracker.client, tracker.experiment_id, key):
             continue
         tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: r.config.match_key(),
                                    names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}",
@@ -240,16 +253,19 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
     import dataclasses
     import time
 
+    import torch
+    from mlflow.entities import Metric, Param
+
     from inputdp.methods import METHODS
 
     from .harness import load_average
     from .speed import measure
     from .sweep import resolve_methods
-    from .tracking import open_store, runs_with_key
+    from .tracking import open_store
 
     mlflow_client, exp = open_store(tracking_uri, study.name)
     key = speed_key(part, perf)
-    if any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp, key)):
+    if _finished(mlflow_client, exp, key):
         return False
     methods = resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
     methods = [m for m in methods if not METHODS.get(m).load().capabilities.own_loop]
@@ -259,13 +275,9 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
                      warmup=max(1, part.speed_steps // 10), data_dir=data_dir,
                      perf=dataclasses.replace(perf, progress=False))
     load = load_average()
-    import torch
-
     run = mlflow_client.create_run(exp, run_name=f"speed-{part.dataset}-{part.preset}", tags={
         names.TAG_KIND: names.KIND_SPEED, names.TAG_CONFIG_KEY: key, names.TAG_PARENT_RUN: parent,
         names.TAG_DATASET: part.dataset, names.TAG_PRESET: part.preset})
-    from mlflow.entities import Metric, Param
-
     ts = int(time.time() * 1000)
     metrics = []
     for label, m in result.methods.items():

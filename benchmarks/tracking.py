@@ -74,15 +74,11 @@ def check_sqlite_file(uri: str, *, write: bool, what: str) -> Path:
     folder = path.parent
     if not folder.is_dir():
         rest = uri[len(_SQLITE):].split("?", 1)[0]
-        absolute = Path("/" + rest)
-        if not rest.startswith(("/", "~")) and absolute.parent.is_dir():  # sqlite:///tmp/x.db meant /tmp/x.db
-            raise ConfigError(f"{what} {uri!r} is not allowed: three slashes name a path relative to the working "
-                              f"directory ({path}), whose folder does not exist; for the absolute path {absolute} "
-                              f"write sqlite:///{absolute} (four slashes)")
-        relative = "" if rest.startswith(("/", "~")) else \
-            f"; three slashes name a path relative to the working directory, four an absolute one (sqlite:///{absolute})"
-        raise ConfigError(f"{what} {uri!r} is not allowed: the folder {folder} does not exist (create it first)"
-                          + relative)
+        absolute = Path("/" + rest)  # what sqlite:///tmp/x.db may have meant: three slashes are relative
+        hint = "" if rest.startswith(("/", "~")) else (
+            f", or, for the absolute path {absolute}, write sqlite:///{absolute} (four slashes): three slashes name a "
+            "path relative to the working directory")
+        raise ConfigError(f"{what} {uri!r} is not allowed: the folder {folder} does not exist (create it first{hint})")
     if path.exists():
         if not path.is_file():
             raise ConfigError(f"{what} {uri!r} is not allowed: {path} is not a file")

@@ -58,7 +58,6 @@ def log_on_study_run(runs, board, tracking_uri: str | None) -> str:
     return names.LEADERBOARD_TABLE
 
 
-
 class Report:
     name = "report"
     help = ("leaderboard (md, csv, html) and plots from the finished MLflow runs")

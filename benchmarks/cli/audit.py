@@ -147,11 +147,10 @@ def cmd_hidden_state(args: argparse.Namespace) -> int:
     return 0
 
 
-
 class Audit:
     name = "audit"
     help = ("an empirical epsilon lower bound for a method's trained model: one run with m "
-                                         "canaries, or --runs N runs with and without one canary")
+            "canaries, or --runs N runs with and without one canary")
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -161,13 +160,13 @@ class Audit:
         p.add_argument("--preset", default="cpu")
         p.add_argument("--canaries", type=int, help="one-run audit: how many canaries (default 1000)")
         p.add_argument("--canary-kind", default="random_pattern",
-                           help="mislabeled | random_pattern | blank_patch | exclusive_support")
+                       help="mislabeled | random_pattern | blank_patch | exclusive_support")
         p.add_argument("--pattern-scale", type=float, default=None,
-                           help="random_pattern canaries: pixel spread as a multiple of the data's (default 2)")
+                       help="random_pattern canaries: pixel spread as a multiple of the data's (default 2)")
         p.add_argument("--score", default="auto",
-                           help="auto (exclusive_support on a dense model: exclusive_weight_change alone; else every "
-                                "general score), all, or a comma-separated list of loss, margin, reference_rank, "
-                                "gradient_alignment, relearn, first_layer_projection, exclusive_weight_change")
+                       help="auto (exclusive_support on a dense model: exclusive_weight_change alone; else every "
+                       "general score), all, or a comma-separated list of loss, margin, reference_rank, "
+                       "gradient_alignment, relearn, first_layer_projection, exclusive_weight_change")
         p.add_argument("--model", help="override the preset's model (exclusive_weight_change needs a dense one: mlp)")
         p.add_argument("--model-width", type=int)
         p.add_argument("--train-examples", type=int, help="train on a fixed subset of this many examples")
@@ -183,8 +182,8 @@ class Audit:
         p.add_argument("--device", default="auto")
         p.add_argument("--json", action="store_true")
         p.add_argument("--runs", type=int, help="a multi-run audit: N training runs (even), half with one canary, "
-                                                    "half without; --score names its one score (auto: "
-                                                    "exclusive_weight_change for exclusive_support on mlp, else loss)")
+                       "half without; --score names its one score (auto: "
+                       "exclusive_weight_change for exclusive_support on mlp, else loss)")
         add_executor_flags(p)
 
     run = staticmethod(cmd_audit)
@@ -193,7 +192,7 @@ class Audit:
 class HiddenState:
     name = "hidden-state"
     help = ("does training's released vectors say more of one input than its own "
-                                                "vectors can? a multi-run audit on a constructed linear model")
+            "vectors can? a multi-run audit on a constructed linear model")
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:

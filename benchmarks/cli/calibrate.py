@@ -101,7 +101,6 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
     return 0
 
 
-
 class Calibrate:
     name = "calibrate"
     help = ("calibrate a method's noise to (epsilon, delta, q, T)")

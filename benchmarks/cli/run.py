@@ -68,7 +68,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-
 class Run:
     name = "run"
     help = ("run methods x epsilons x seeds on one data set, logged to MLflow")

@@ -44,7 +44,6 @@ def cmd_server(args: argparse.Namespace) -> int:
     return 0
 
 
-
 class Server:
     name = "server"
     help = ("start an MLflow tracking server on loopback and print its URI")
@@ -52,7 +51,7 @@ class Server:
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
         p.add_argument("--backend-store-uri", default="sqlite:///mlflow-server.db",
-                           help="sqlite:///FILE or postgresql://USER@HOST/DB")
+                       help="sqlite:///FILE or postgresql://USER@HOST/DB")
         p.add_argument("--port", type=int, default=0, help="0: a free port")
         p.add_argument("--artifacts", default="mlartifacts")
         p.add_argument("--detach", action="store_true", help="leave it running and return (prints its pid)")

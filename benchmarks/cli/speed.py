@@ -54,7 +54,6 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     return 0
 
 
-
 class Speed:
     name = "speed"
     help = ("median training-step time per method, interleaved, vs the non-private reference")
@@ -76,7 +75,7 @@ class Speed:
         p.add_argument("--threads", type=int, default=0)
         add_speed_flags(p)
         p.add_argument("--variants", action="store_true",
-                             help="time every option set a method declares (DP-SGD: each clipping mode) side by side")
+                       help="time every option set a method declares (DP-SGD: each clipping mode) side by side")
         p.add_argument("--json", action="store_true")
 
     run = staticmethod(cmd_speed)
@@ -85,7 +84,7 @@ class Speed:
 class GpuCheck:
     name = "gpu-check"
     help = ("the paper's shapes on synthetic data: step time, examples/s and peak "
-                                             "memory per method and speed variant (a table and a JSON file)")
+            "memory per method and speed variant (a table and a JSON file)")
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
@@ -95,7 +94,7 @@ class GpuCheck:
         p.add_argument("--batch-size", type=int, default=250, help="the paper's CIFAR-10 batch: 250")
         p.add_argument("--shapes", help="comma-separated DATASET:MODEL pairs (default: the paper's, see presets.py)")
         p.add_argument("--variants", default="fp32,bf16,compile,bf16+compile",
-                           help="comma-separated from fp32, bf16, compile, bf16+compile (each with --channels-last on a GPU)")
+                       help="comma-separated from fp32, bf16, compile, bf16+compile (each with --channels-last on a GPU)")
         p.add_argument("--methods", default="all", help="'all' (every method with a per-step loop) or a list")
         p.add_argument("--out", default="gpu-check.json", help="where the JSON goes")
         p.add_argument("--json", action="store_true", help="print the JSON instead of the table")

@@ -11,13 +11,12 @@ from .common import add_executor_flags, executor_options
 
 def cmd_study(args: argparse.Namespace) -> int:
     """List the studies, say what the store holds of one, or run what it lacks (then ``bench report``)."""
-    from inputdp.benchmarks.studies import STUDIES, configurations, run_study, status
+    from inputdp.benchmarks.studies import STUDIES, expanded, run_study, status
     from inputdp.core.config import PerfFlags
 
-    if args.action == "list":
+    if args.action == "list":  # counted, not calibrated: listing is instant
         for s in STUDIES:
-            runs = configurations(s)
-            print(f"{s.name:<20} {len(runs):>4} runs  {s.summary}" + (f"  ({s.note})" if s.note else ""))
+            print(f"{s.name:<20} {len(expanded(s)):>4} runs  {s.summary}" + (f"  ({s.note})" if s.note else ""))
         return 0
     if not args.name:
         raise ConfigError(f"bench study {args.action} needs a study's name: choose one of {', '.join(STUDIES.names())}")

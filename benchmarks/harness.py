@@ -364,8 +364,8 @@ def run(
     callback = callback or NullCallback()
     p = prepare(config, perf, data, keep_initial=keep_model)
     params, tags = _params_and_tags(p)
-    callback.on_start(p.config, params, tags)
-    try:
+    try:  # a signal deferred by on_start's store write is raised as it ends: inside, so the run is marked KILLED
+        callback.on_start(p.config, params, tags)
         result = train(p, perf, callback, step_hook)
     except BaseException:
         callback.on_end({}, "KILLED" if _interrupted() else "FAILED")

@@ -140,7 +140,9 @@ def test_secure_mode_noise_has_the_same_scale():
                                 TrainingSetup(spec=SPEC, train_size=N_TRAIN, num_classes=10, device="cpu"))
         m.train_step(module, opt, torch.zeros(8, 400), torch.zeros(8, dtype=torch.long))
         expected = m.sigma / round(SPEC.sampling_rate * N_TRAIN)
-        assert float(model.weight.grad.std()) == pytest.approx(expected, rel=0.03)
+        # secure noise is unseeded (/dev/urandom): the sample sd of 4,000 draws has a relative sd of 1/sqrt(8000),
+        # 1.1%; 6% is 5 of them (3% failed about once in 70 runs), still far from a wrong scale (x sqrt(2): 41%)
+        assert float(model.weight.grad.std()) == pytest.approx(expected, rel=0.06)
         assert "secure_noise" in m.describe()
 
 

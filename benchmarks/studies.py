@@ -201,23 +201,56 @@ def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = N
     return out
 
 
+def rounds(study: Study, runs: Sequence[ResolvedRun]) -> list[list[ResolvedRun]]:
+    """The study's configurations in the order it runs them: round k holds every part's k-th seed (every method,
+    recipe and epsilon). A study stopped part-way leaves a report with every row at fewer seeds, not some methods
+    complete and others absent."""
+    order = {}
+    for part in study.parts:
+        for k, seed in enumerate(part.seeds):
+            order[(part.dataset, part.preset, seed)] = k
+    out: list[list[ResolvedRun]] = []
+    for r in runs:
+        k = order.get((r.config.dataset, r.config.preset, r.config.seed), 0)
+        while len(out) <= k:
+            out.append([])
+        out[k].append(r)
+    return [batch for batch in out if batch]
+
+
 def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None, executor: str = "local",
               executor_options: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
-    """Run what the store lacks: the training configurations (a sweep: FINISHED ones skipped), then each missing
-    audit. Returns (the sweep's outcome, the labels of the audits run now)."""
-    from .audit import audit, resolve_scores
-    from .sweep import run_sweep, with_data_fingerprint
-    from .tracking import MLflowTracker
+    """Run what the store lacks, first seed first: the first round of training configurations (a sweep: FINISHED
+    ones skipped), the audits of every private row (at its first seed) and the speed measurement, then each later
+    round of seeds. Returns (the sweeps' outcome, the labels of the audits and speed runs made now)."""
+    from .sweep import SweepOutcome, run_sweep, with_data_fingerprint
 
     perf = perf or PerfFlags()
     runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study)]
     parent = study_run(study, tracking_uri)
-    outcome = run_sweep(runs, tracking_uri=tracking_uri, experiment=study.name, perf=perf, executor=executor,
-                        executor_options=executor_options, parent_run_id=parent)
-    if outcome.failed:
-        raise ConfigError(f"study {study.name}: {len(outcome.failed)} configuration(s) failed "
-                          f"({outcome.failed[0].error}); run it again to finish them")
-    audits_run = []
+    total, extra = SweepOutcome(), []
+    for k, batch in enumerate(rounds(study, runs)):
+        outcome = run_sweep(batch, tracking_uri=tracking_uri, experiment=study.name, perf=perf, executor=executor,
+                            executor_options=executor_options, parent_run_id=parent)
+        for name in ("ran", "skipped", "failed", "elsewhere"):
+            getattr(total, name).extend(getattr(outcome, name))
+        total.marked_failed += outcome.marked_failed
+        if outcome.failed:
+            raise ConfigError(f"study {study.name}: {len(outcome.failed)} configuration(s) failed "
+                              f"({outcome.failed[0].error}); run it again to finish them")
+        if k == 0:
+            extra += _audits_and_speed(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent)
+    return total, extra
+
+
+def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
+                      parent: str) -> list[str]:
+    """Each audit of every private row the store lacks, then each part's speed measurement; their labels."""
+    from .audit import audit, resolve_scores
+    from .sweep import with_data_fingerprint
+    from .tracking import MLflowTracker
+
+    done = []
     for plan, r in [(plan, r) for plan in study.audits for r in audited(runs)]:
         r = plan.of(r)
         r = r.with_config(with_data_fingerprint(r.config))
@@ -230,11 +263,11 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
                                    names.TAG_PARENT_RUN: parent})
         audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
               scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
-        audits_run.append(f"audit ({plan.label()}) of {_label(r)}")
+        done.append(f"audit ({plan.label()}) of {_label(r)}")
     for part in study.parts:
         if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent):
-            audits_run.append(f"speed of {part.dataset} {part.preset}")
-    return outcome, audits_run
+            done.append(f"speed of {part.dataset} {part.preset}")
+    return done
 
 
 def speed_key(part: StudyPart, perf: PerfFlags) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from inputdp.benchmarks.cli import main
-from inputdp.benchmarks.studies import STUDIES, audited, configurations
+from inputdp.benchmarks.studies import STUDIES, audited, configurations, rounds
 from inputdp.methods import METHODS
 
 
@@ -24,6 +24,18 @@ def test_the_published_studies_are_declared():
         assert {r.config.privacy.epsilon for r in runs if r.config.privacy.is_private} == {1.0, 2.93}
         assert {r.config.preset for r in runs} == {"best"}
     assert {r.config.method for r in configurations(STUDIES.get("pate-paper"))} == {"pate"}
+
+
+def test_a_study_runs_first_seed_first():
+    study = STUDIES.get("mnist-cpu")
+    runs = configurations(study)
+    batches = rounds(study, runs)
+    # every method, recipe and epsilon at seed 0, then at seed 1, then at seed 2: a study stopped part-way leaves
+    # every row at fewer seeds (the audits and speed run follow the first round)
+    assert [{r.config.seed for r in b} for b in batches] == [{0}, {1}, {2}]
+    rows = [{(r.config.method, r.variant, r.config.privacy.epsilon) for r in b} for b in batches]
+    assert rows[0] == rows[1] == rows[2] and len(rows[0]) == 9
+    assert sorted(r.key() for b in batches for r in b) == sorted(r.key() for r in runs)
 
 
 def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):

@@ -16,11 +16,12 @@ import torch
 
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
+from inputdp.core.names import PARAM_MEMORY_KIND
 from inputdp.datasets import TensorData, canonical_name, dataset_info, load_tensor_data
 from inputdp.methods import METHODS, reference_method
 
 from .harness import Prepared, prepare, timed_steps
-from .memory import current_rss_bytes
+from .memory import PeakMemory, current_rss_bytes
 from .sweep import Overrides, build_config
 
 
@@ -70,10 +71,12 @@ def measure(
     methods: Sequence[str], *, dataset: str, preset: str = "cpu", model: str | None = None, batch_size: int = 256,
     steps: int = 50, warmup: int = 5, epsilon: float = 1.0, norm: str = "group", data_dir: str | None = None,
     perf: PerfFlags | None = None, synthetic: bool = False, method_options: dict | None = None,
-    variants: bool = False,
+    variants: bool = False, memory_alone: bool = False,
 ) -> SpeedResult:
     """Each method's step (with ``variants``: once per option set it declares in ``speed_variants``, labelled
-    ``METHOD[OPTION=VALUE]``), timed interleaved against the reference."""
+    ``METHOD[OPTION=VALUE]``), timed interleaved against the reference. On a CPU a process's resident set holds
+    every method it has built, so with ``memory_alone`` each method's memory is measured again by itself in a
+    fresh process (``alone_memory``); otherwise the CPU figure is the shared process's and says so."""
     perf = perf or PerfFlags(progress=False)
     dataset = canonical_name(dataset)  # "MNIST" is mnist; an unknown name is refused here, before anything is built
     device = perf.resolve_device()
@@ -122,7 +125,54 @@ def measure(
     setup = {"reference": reference, "dataset": dataset,
              "model": first.config.model, "norm": norm, "batch_size": batch_size, "steps": steps,
              "warmup": warmup, "device": device, "data": source, "threads": torch.get_num_threads(),
-             "peak_memory_kind": "cuda_max_allocated during the method's steps" if cuda
+             PARAM_MEMORY_KIND: "cuda_max_allocated during the method's steps" if cuda
              else "process RSS after the method's steps (not attributable to one method on a CPU)",
              **perf.as_params()}
+    if memory_alone and not cuda:
+        for label, n, options in entries:
+            alone = alone_memory(n, options, dataset=dataset, preset=preset, model=model, norm=norm,
+                                 batch_size=batch_size, epsilon=epsilon, data_dir=data_dir, synthetic=synthetic,
+                                 threads=torch.get_num_threads(), steps=min(steps, ALONE_STEPS))
+            out[label].update(alone)
+            out[label]["peak_memory_mb"] = alone["alone_peak_mb"]
+        setup[PARAM_MEMORY_KIND] = ALONE_KIND
     return SpeedResult(out, setup)
+
+
+#: the steps a method takes in its own process when its memory is measured alone
+ALONE_STEPS = 10
+#: what the CPU memory figures are, where each method was measured by itself
+ALONE_KIND = ("CPU: each method alone in a fresh process (data loaded, model and method built, then its steps): "
+              "the peak resident set, and its growth over the process before the first step")
+
+
+def alone_memory(method: str, options: dict, *, dataset: str, preset: str, model: str | None, norm: str,
+                 batch_size: int, epsilon: float, data_dir: str | None, synthetic: bool, threads: int,
+                 steps: int = ALONE_STEPS) -> dict[str, float]:
+    """One method's CPU memory, measured by itself: a spawned process (nothing of another method in it) loads the
+    data, builds the model and method, then takes ``steps`` steps while a thread samples its resident set.
+    Returns ``alone_peak_mb`` (the process's peak) and ``alone_step_mb`` (the peak over the resident set just
+    before the first step: what the method's steps add, the same data and model being in every process)."""
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    args = (method, options, dataset, preset, model, norm, batch_size, epsilon, data_dir, synthetic, threads, steps)
+    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_alone_child, *args).result()
+
+
+def _alone_child(method: str, options: dict, dataset: str, preset: str, model: str | None, norm: str,
+                 batch_size: int, epsilon: float, data_dir: str | None, synthetic: bool, threads: int,
+                 steps: int) -> dict[str, float]:
+    torch.set_num_threads(threads)
+    perf = PerfFlags(device="cpu", threads=threads, progress=False)
+    data, _ = _data(dataset, data_dir, "cpu", synthetic, max(4 * batch_size, 2048))
+    config = build_config(method=method, dataset=dataset, preset=preset, epsilon=epsilon, seed=0,
+                          overrides=Overrides(model=model, norm=norm, method_options={method: options}))
+    p = prepare(config, perf, data)
+    g = torch.Generator().manual_seed(0)
+    batches = [torch.randperm(data.train_size, generator=g)[:batch_size] for _ in range(steps)]
+    before = current_rss_bytes()
+    with PeakMemory("cpu", interval=0.005) as peak:
+        timed_steps(p, batches)
+    return {"alone_peak_mb": peak.peak_bytes / 2**20, "alone_step_mb": (peak.peak_bytes - before) / 2**20}

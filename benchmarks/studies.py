@@ -306,7 +306,7 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
     t0 = time.time()
     result = measure(methods, dataset=part.dataset, preset=part.preset, steps=part.speed_steps,
                      warmup=max(1, part.speed_steps // 10), data_dir=data_dir,
-                     perf=dataclasses.replace(perf, progress=False))
+                     perf=dataclasses.replace(perf, progress=False), memory_alone=True)
     load = load_average()
     run = mlflow_client.create_run(exp, run_name=f"speed-{part.dataset}-{part.preset}", tags={
         names.TAG_KIND: names.KIND_SPEED, names.TAG_CONFIG_KEY: key, names.TAG_PARENT_RUN: parent,
@@ -317,6 +317,9 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
         for name, value in ((names.METRIC_SPEED_RATIO, m["ratio_to_reference"]), (names.METRIC_SPEED_P25, m["ratio_p25"]),
                             (names.METRIC_SPEED_P75, m["ratio_p75"]), (names.METRIC_SPEED_STEP, m["median_step_s"])):
             metrics.append(Metric(name.format(label), float(value), ts, 0))
+        metrics.append(Metric(names.METRIC_SPEED_MEMORY.format(label), float(m["peak_memory_mb"]), ts, 0))
+        if "alone_step_mb" in m:
+            metrics.append(Metric(names.METRIC_SPEED_STEP_MEMORY.format(label), float(m["alone_step_mb"]), ts, 0))
     threads = torch.get_num_threads()
     metrics += [Metric(names.METRIC_LOAD, load, ts, 0),
                 Metric(names.METRIC_CONTENDED, float(load > threads + 1.0), ts, 0)]

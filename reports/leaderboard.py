@@ -176,6 +176,7 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "test_accuracy": _col(runs, f"metrics.{names.METRIC_FINAL_TEST_ACCURACY}"),
         "median_epoch_time_s": _col(runs, f"metrics.{names.METRIC_MEDIAN_EPOCH_TIME}"),
         "peak_memory_mb": _col(runs, f"metrics.{names.METRIC_PEAK_MEMORY}"),
+        "device": _col(runs, f"params.{names.PARAM_DEVICE}", "cpu").fillna("cpu"),
         # 1 where other work shared the cores while the run was timed (0, or absent for runs before the check)
         "contended": pd.to_numeric(_col(runs, f"metrics.{names.METRIC_CONTENDED}"), errors="coerce").fillna(0),
         "epsilon_spent": _col(runs, f"metrics.{names.METRIC_FINAL_EPSILON_SPENT}").fillna(
@@ -223,9 +224,10 @@ def _uncontended_median(g: pd.DataFrame) -> float:
     return float(np.median(times)) if len(times) else math.nan
 
 
-def speed_ratios(runs: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, float, float]]:
-    """(data set, preset, method) -> (median ratio to the reference, its quartiles), from the interleaved speed runs
-    (kind ``speed``) that were not contended; the latest such run of a (data set, preset) wins."""
+def speed_ratios(runs: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, float]]:
+    """(data set, preset, method) -> its median ratio to the reference, the quartiles of its paired per-step
+    ratios and its memory (``ratio``, ``p25``, ``p75``, ``memory_mb``, ``memory_kind``), from the interleaved speed
+    runs (kind ``speed``) that were not contended; the latest such run of a (data set, preset) wins."""
     column = f"tags.{names.TAG_KIND}"
     if runs.empty or column not in runs.columns:
         return {}
@@ -238,9 +240,13 @@ def speed_ratios(runs: pd.DataFrame) -> dict[tuple[str, str, str], tuple[float, 
         for col in runs.columns:
             if col.startswith(prefix) and not pd.isna(r[col]):
                 label = col[len(prefix):]
-                quart = [r.get("metrics." + n.format(label)) for n in (names.METRIC_SPEED_P25, names.METRIC_SPEED_P75)]
-                out[(r[f"tags.{names.TAG_DATASET}"], r[f"tags.{names.TAG_PRESET}"], label)] = (
-                    float(r[col]), *(float(q) if q is not None else math.nan for q in quart))
+                got = {"ratio": float(r[col])}
+                for key, name in (("p25", names.METRIC_SPEED_P25), ("p75", names.METRIC_SPEED_P75),
+                                  ("memory_mb", names.METRIC_SPEED_MEMORY)):
+                    value = r.get("metrics." + name.format(label))
+                    got[key] = math.nan if value is None or pd.isna(value) else float(value)
+                got["memory_kind"] = str(r.get(f"params.{names.PARAM_MEMORY_KIND}", "") or "")
+                out[(r[f"tags.{names.TAG_DATASET}"], r[f"tags.{names.TAG_PRESET}"], label)] = got
     return out
 
 
@@ -261,7 +267,12 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
             # a contended run's times are not a speed comparison: the median is of the others (NaN if none)
             "median_epoch_time_s": _uncontended_median(g),
             "timed_runs": int((g["contended"] != 1).sum()),
-            "peak_memory_mb": float(g["peak_memory_mb"].astype(float).max()),
+            # a run's own memory only where it is attributable (a GPU's torch peak); a CPU process's resident set
+            # holds what earlier runs of the process left, so it is not shown (the speed run measures it alone)
+            "peak_memory_mb": (float(g["peak_memory_mb"].astype(float).max())
+                               if (g["device"].astype(str).str.startswith("cuda")).all() else math.nan),
+            "memory_source": ("the run's torch peak (GPU)" if (g["device"].astype(str).str.startswith("cuda")).all()
+                              else "not attributable (a CPU process's RSS)"),
             "epsilon_spent": float(g["epsilon_spent"].astype(float).max()) if g["epsilon_spent"].notna().any() else math.inf,
             # PATE: the sanitised data-dependent epsilon, a report beside the claim (largest over the seeds)
             "epsilon_dd_sanitised": (float(g["epsilon_dd_sanitised"].astype(float).max())
@@ -293,8 +304,13 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
     for i, r in board.iterrows():  # an interleaved measurement of the row's method, where there is one, wins
         found = (speed or {}).get((r["dataset"], r["preset"], r["method"]))
         if found is not None:
-            board.loc[i, "time_ratio_to_nonprivate"] = found[0]
-            board.loc[i, "speed_source"] = f"interleaved, quartiles {found[1]:.2f}-{found[2]:.2f}"
+            board.loc[i, "time_ratio_to_nonprivate"] = found["ratio"]
+            board.loc[i, "speed_source"] = f"interleaved, quartiles {found['p25']:.2f}-{found['p75']:.2f}"
+            if not math.isnan(found["memory_mb"]):
+                board.loc[i, "peak_memory_mb"] = found["memory_mb"]
+                board.loc[i, "memory_source"] = ("alone in a fresh process (CPU), speed run"
+                                                 if found["memory_kind"].startswith("CPU: each method alone")
+                                                 else "torch peak in the speed run (GPU)")
     _join_audits(board, audits)
     return board
 
@@ -389,9 +405,10 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-#: a run's peak memory: torch's peak on a GPU; on a CPU the process's resident set, which holds what earlier runs of
-#: the same process left (a method's own figure is not attributable there)
-MEMORY = "peak MB (GPU: the run's; CPU: the process's RSS)"
+#: a method's peak memory where it is attributable: torch's peak on a GPU; on a CPU the peak resident set of a fresh
+#: process that ran only that method (the study's speed run); a CPU run's own RSS holds what earlier runs of its
+#: process left and is not shown
+MEMORY = "peak memory MB (how measured)"
 #: the table read at a glance: one row per (data set, method and recipe, epsilon), in the order a reader asks
 GLANCE = ["dataset", "method", "epsilon", "accuracy % (n)", "speed (x non-private)", "the claim and what it covers",
           "black-box epsilon_lb", "white-box epsilon_lb", "verdict"]
@@ -425,8 +442,9 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     # NaN: every run of the row was timed while other work shared the cores (not a speed comparison)
     t["median_epoch_time_s"] = ["contended" if pd.isna(x) else f"{x:.2f}" for x in t["median_epoch_time_s"]]
     t["time_ratio_to_nonprivate"] = ["" if pd.isna(x) else f"{x:.2f}" for x in t["time_ratio_to_nonprivate"]]
-    t["peak_memory_mb"] = [f"{x:.0f}" for x in t["peak_memory_mb"]]
-    t[MEMORY] = t["peak_memory_mb"]
+    t["peak_memory_mb"] = ["" if pd.isna(x) else f"{x:.0f}" for x in t["peak_memory_mb"]]
+    source = t["memory_source"] if "memory_source" in t.columns else pd.Series("", index=t.index)
+    t[MEMORY] = [f"{m} ({s})" if m else str(s) for m, s in zip(t["peak_memory_mb"], source)]
     for threat in names.THREATS:
         t[f"{threat.replace('_', '-')} epsilon_lb"] = [
             "" if pd.isna(x) else f"{x:.2f} ({kinds})" if n == 1 else f"{x:.2f} (largest of {n}: {kinds})"

@@ -65,11 +65,20 @@ def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
     c = client(uri)
     (speed,) = [r for r in c.search_runs([experiment_id(c, "smoke")]) if r.data.tags.get(names.TAG_KIND) == "speed"]
     sources = pd.read_csv(out / "leaderboard.csv").set_index("method")["speed_source"]
+    board = pd.read_csv(out / "leaderboard.csv").set_index("method")
     if speed.data.metrics[names.METRIC_CONTENDED] == 0:
         assert sources["dirichlet_softmax"].startswith("interleaved, quartiles")
         assert speed.data.metrics[names.METRIC_SPEED_RATIO.format("nonprivate")] == 1.0
+        # memory: each method alone in a fresh process (a CPU's shared RSS is never shown)
+        for m in ("nonprivate", "dirichlet_softmax"):
+            alone = speed.data.metrics[names.METRIC_SPEED_MEMORY.format(m)]
+            assert board.loc[m, "peak_memory_mb"] == alone and alone > 50  # torch alone holds more than that
+            assert 0 < speed.data.metrics[names.METRIC_SPEED_STEP_MEMORY.format(m)] < alone
+            assert board.loc[m, "memory_source"] == "alone in a fresh process (CPU), speed run"
+        assert speed.data.params[names.PARAM_MEMORY_KIND].startswith("CPU: each method alone")
     else:
         assert sources["dirichlet_softmax"] == "sequential runs"
+        assert board["peak_memory_mb"].isna().all()  # the runs' own RSS is not attributable
 
 
 def test_study_refusals_are_one_line(capsys):

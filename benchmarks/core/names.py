@@ -136,6 +136,11 @@ METRIC_SPEED_RATIO = "speed.ratio.{}"
 METRIC_SPEED_P25 = "speed.ratio_p25.{}"
 METRIC_SPEED_P75 = "speed.ratio_p75.{}"
 METRIC_SPEED_STEP = "speed.step_s.{}"
+#: a method's memory in the speed run: torch's peak during its steps on a GPU; on a CPU its process's peak resident
+#: set, measured alone in a fresh process, and that peak's growth over the process just before the first step
+METRIC_SPEED_MEMORY = "speed.memory_mb.{}"
+METRIC_SPEED_STEP_MEMORY = "speed.step_memory_mb.{}"
+PARAM_MEMORY_KIND = "peak_memory_kind"
 METRIC_AUDIT_SCORE_BOUND = "epsilon_lb.{}"  # .format(score): each score's bound
 METRIC_AUDIT_SCORE_CEILING = "ceiling.{}"  # .format(score): and its ceiling
 METRIC_THREAT_BOUND = "epsilon_lb.{}"  # .format(threat): the strongest bound of a threat model (THREATS)

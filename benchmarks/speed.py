@@ -82,12 +82,7 @@ def measure(
     device = perf.resolve_device()
     reference = reference_method()
     names = list(dict.fromkeys([reference, *methods]))
-    for n in names:
-        if METHODS.get(n).load().capabilities.own_loop:
-            raise ConfigError(f"method {n!r} trains in its own loop and has no per-step time: leave it out of speed")
-    for what, value, low in (("batch-size", batch_size, 1), ("steps", steps, 1), ("warmup", warmup, 0)):
-        if not (isinstance(value, int) and value >= low):
-            raise ConfigError(f"{what}={value!r} is not allowed: it must be an integer >= {low}")
+    _check(names, batch_size=batch_size, steps=steps, warmup=warmup)
     data, source = _data(dataset, data_dir, device, synthetic, max(4 * batch_size, 2048))
     entries = _entries(names, reference, method_options or {}, variants)
     prepared: dict[str, Prepared] = {}
@@ -97,20 +92,9 @@ def measure(
                                                              method_options={**(method_options or {}), n: options}))
         prepared[label] = prepare(config, perf, data)
     names = [label for label, _, _ in entries]
-    g = torch.Generator().manual_seed(0)
-    batches = [torch.randperm(data.train_size, generator=g)[:batch_size].to(device) for _ in range(8)]
-    times: dict[str, list[float]] = {n: [] for n in names}
-    peaks: dict[str, int] = dict.fromkeys(names, 0)
     cuda = device.startswith("cuda")
-    for i in range(warmup + steps):
-        idx = batches[i % len(batches)]
-        for n in names:
-            if cuda:
-                torch.cuda.reset_peak_memory_stats(device)
-            took = timed_steps(prepared[n], [idx]).seconds  # the harness's timing loop, one step at a time
-            if i >= warmup:
-                times[n].append(took)
-            peaks[n] = max(peaks[n], torch.cuda.max_memory_allocated(device) if cuda else current_rss_bytes())
+    times, peaks = _interleaved(prepared, names, data.train_size, device=device, batch_size=batch_size,
+                                steps=steps, warmup=warmup)
     base = statistics.median(times[names[0]])
     out = {}
     for n in names:
@@ -137,6 +121,37 @@ def measure(
             out[label]["peak_memory_mb"] = alone["alone_peak_mb"]
         setup[PARAM_MEMORY_KIND] = ALONE_KIND
     return SpeedResult(out, setup)
+
+
+def _check(names: Sequence[str], *, batch_size: int, steps: int, warmup: int) -> None:
+    """Refuse, before anything is built, a method with no per-step time and a count that is not allowed."""
+    for n in names:
+        if METHODS.get(n).load().capabilities.own_loop:
+            raise ConfigError(f"method {n!r} trains in its own loop and has no per-step time: leave it out of speed")
+    for what, value, low in (("batch-size", batch_size, 1), ("steps", steps, 1), ("warmup", warmup, 0)):
+        if not (isinstance(value, int) and value >= low):
+            raise ConfigError(f"{what}={value!r} is not allowed: it must be an integer >= {low}")
+
+
+def _interleaved(prepared: dict[str, Prepared], names: Sequence[str], train_size: int, *, device: str,
+                 batch_size: int, steps: int, warmup: int) -> tuple[dict[str, list[float]], dict[str, int]]:
+    """Every method's step on the same batch, one method after another, ``warmup + steps`` times: each method's
+    step times after the warm-up, and its peak memory (CUDA: torch's peak during its steps; CPU: the RSS after)."""
+    g = torch.Generator().manual_seed(0)
+    batches = [torch.randperm(train_size, generator=g)[:batch_size].to(device) for _ in range(8)]
+    times: dict[str, list[float]] = {n: [] for n in names}
+    peaks: dict[str, int] = dict.fromkeys(names, 0)
+    cuda = device.startswith("cuda")
+    for i in range(warmup + steps):
+        idx = batches[i % len(batches)]
+        for n in names:
+            if cuda:
+                torch.cuda.reset_peak_memory_stats(device)
+            took = timed_steps(prepared[n], [idx]).seconds  # the harness's timing loop, one step at a time
+            if i >= warmup:
+                times[n].append(took)
+            peaks[n] = max(peaks[n], torch.cuda.max_memory_allocated(device) if cuda else current_rss_bytes())
+    return times, peaks
 
 
 #: the steps a method takes in its own process when its memory is measured alone

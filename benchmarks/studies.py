@@ -332,14 +332,7 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
 def study_run(study: Study, tracking_uri: str | None) -> str:
     """The study's parent run in its experiment (made once, FINISHED; found again by its key): every training and
     audit run of the study is nested under it, and ``bench report`` logs the leaderboard on it as a table."""
-    from .tracking import open_store, runs_with_key
+    from .tracking import parent_run
 
-    mlflow_client, exp = open_store(tracking_uri, study.name)
-    key = f"study:{study.name}"
-    found = runs_with_key(mlflow_client, exp, key)
-    if found:
-        return found[0].info.run_id
-    run = mlflow_client.create_run(exp, run_name=f"study-{study.name}", tags={
-        names.TAG_KIND: names.KIND_STUDY, names.TAG_CONFIG_KEY: key, names.TAG_NOTE: study.summary})
-    mlflow_client.set_terminated(run.info.run_id, status="FINISHED")
-    return run.info.run_id
+    return parent_run(tracking_uri, study.name, key=f"study:{study.name}", name=f"study-{study.name}",
+                      kind=names.KIND_STUDY, note=study.summary)

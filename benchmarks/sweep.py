@@ -217,17 +217,38 @@ def mark_lost_run(run: ResolvedRun | RunConfig, error: str, *, tracking_uri: str
     return RunSummary(r.config, "failed", marked_failed=marked, error=error)
 
 
+def sweep_run(runs: Sequence[ResolvedRun], *, tracking_uri: str | None, experiment: str) -> str:
+    """A ``bench run`` sweep's parent run (kind ``sweep``), keyed by its set of configurations: the same sweep run
+    again nests under the same parent; its name says what it holds."""
+    import hashlib
+
+    from .tracking import parent_run
+
+    keys = sorted(r.config.replace(data_fingerprint="").key() for r in runs)
+    digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]
+    first = runs[0].config
+    methods = sorted({r.config.method for r in runs})
+    label = "-".join(dict.fromkeys(r.config.dataset for r in runs))
+    name = f"sweep-{label}-{first.preset}-{len(runs)}runs-{digest[:6]}"
+    note = f"{len(runs)} configurations: {', '.join(methods)}"
+    return parent_run(tracking_uri, experiment, key=f"sweep:{digest}", name=name, kind=names.KIND_SWEEP, note=note)
+
+
 def run_sweep(configs: Sequence[ResolvedRun | RunConfig], *, tracking_uri: str | None = None, experiment: str = "inputdp",
               perf: PerfFlags | None = None, skip_finished: bool = True, executor: str = "local",
-              executor_options: dict[str, Any] | None = None, parent_run_id: str | None = None) -> SweepOutcome:
+              executor_options: dict[str, Any] | None = None, parent_run_id: str | None = None,
+              nest: bool = False) -> SweepOutcome:
     """Run every configuration through an executor (``local``, ``ray``, ``submitit``); see executors.py. Bare
-    configurations are resolved first (one calibration each); resolved ones are run as they are."""
+    configurations are resolved first (one calibration each); resolved ones are run as they are. The runs nest
+    under ``parent_run_id``, or with ``nest`` under the sweep's own parent run (``sweep_run``)."""
     perf = perf or PerfFlags()
     runs = [c if isinstance(c, ResolvedRun) else None for c in configs]
     if any(r is None for r in runs):
         runs = resolve_all([c.config if isinstance(c, ResolvedRun) else c for c in configs])
     runner = get_executor(executor, **(executor_options or {}))
     runner.check_tracking_uri(tracking_uri)
+    if nest and parent_run_id is None and runs:
+        parent_run_id = sweep_run(runs, tracking_uri=tracking_uri, experiment=experiment)
     remote = executor != "local" or getattr(runner, "workers", 1) > 1
     worker_perf = dataclasses.replace(perf, progress=False) if remote else perf
     if executor == "local" and remote:

@@ -482,6 +482,25 @@ class MLflowTracker:
         self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, step) for k, v in _finite(metrics).items()])
 
 
+def parent_run(tracking_uri: str | None, experiment: str, *, key: str, name: str, kind: str,
+               note: str = "") -> str:
+    """The id of the experiment's parent run with this key, made once (FINISHED: it holds no training itself) and
+    found again when the same study or sweep runs again. Its runs carry ``mlflow.parentRunId`` and nest under it.
+    On a sqlite store, processes starting the same sweep at once make one parent (the store's lock); on a server
+    they may make two, each holding the runs its process started."""
+    mlflow_client, exp = open_store(tracking_uri, experiment)
+    with _store_lock(check_tracking_uri(tracking_uri or default_tracking_uri(), write=True, what="tracking URI")):
+        found = runs_with_key(mlflow_client, exp, key)
+        if found:
+            return min(found, key=lambda r: (r.info.start_time, r.info.run_id)).info.run_id
+        tags = {names.TAG_KIND: kind, names.TAG_CONFIG_KEY: key}
+        if note:
+            tags[names.TAG_NOTE] = note
+        run = mlflow_client.create_run(exp, run_name=name, tags=tags)
+        mlflow_client.set_terminated(run.info.run_id, status="FINISHED")
+        return run.info.run_id
+
+
 def _holder(run) -> str:
     tags = run.data.tags
     return f"pid {tags.get(names.TAG_PID, '?')} on {tags.get(names.TAG_HOST, '?')}"

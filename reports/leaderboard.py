@@ -207,8 +207,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         old = lb.isna() & best_score.notna() & (best_score.isin(BLACK_BOX) == (threat == "black_box"))
         out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
         out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
-    # a study's parent run and its speed measurement hold no training
-    training = ~out["kind"].isin([names.KIND_AUDIT, names.KIND_STUDY, names.KIND_SPEED])
+    # a study's or sweep's parent run and a speed measurement hold no training
+    training = ~out["kind"].isin([names.KIND_AUDIT, names.KIND_STUDY, names.KIND_SWEEP, names.KIND_SPEED])
     return out[training].copy(), out[out["kind"] == names.KIND_AUDIT].copy()
 
 
@@ -251,7 +251,7 @@ def speed_ratios(runs: pd.DataFrame) -> dict[tuple[str, str, str], dict[str, flo
 
 
 def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
-                speed: dict[tuple[str, str, str], tuple[float, float, float]] | None = None) -> pd.DataFrame:
+                speed: dict[tuple[str, str, str], dict] | None = None) -> pd.DataFrame:
     if train.empty:
         return pd.DataFrame()
     rows = []
@@ -300,19 +300,26 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
         r.median_epoch_time_s / ref.get((r.dataset, r.preset), np.nan) if (r.dataset, r.preset) in ref.index else np.nan
         for r in board.itertuples()
     ]
-    board["speed_source"] = "sequential runs"
-    for i, r in board.iterrows():  # an interleaved measurement of the row's method, where there is one, wins
-        found = (speed or {}).get((r["dataset"], r["preset"], r["method"]))
-        if found is not None:
-            board.loc[i, "time_ratio_to_nonprivate"] = found["ratio"]
-            board.loc[i, "speed_source"] = f"interleaved, quartiles {found['p25']:.2f}-{found['p75']:.2f}"
-            if not math.isnan(found["memory_mb"]):
-                board.loc[i, "peak_memory_mb"] = found["memory_mb"]
-                board.loc[i, "memory_source"] = ("alone in a fresh process (CPU), speed run"
-                                                 if found["memory_kind"].startswith("CPU: each method alone")
-                                                 else "torch peak in the speed run (GPU)")
+    _join_speed(board, speed or {})
     _join_audits(board, audits)
     return board
+
+
+def _join_speed(board: pd.DataFrame, speed: dict[tuple[str, str, str], dict]) -> None:
+    """An interleaved measurement of the row's method (a speed run), where there is one, wins over the sequential
+    runs' clocks; so does its memory, measured alone (CPU) or as torch's peak (GPU)."""
+    board["speed_source"] = "sequential runs"
+    for i, r in board.iterrows():
+        found = speed.get((r["dataset"], r["preset"], r["method"]))
+        if found is None:
+            continue
+        board.loc[i, "time_ratio_to_nonprivate"] = found["ratio"]
+        board.loc[i, "speed_source"] = f"interleaved, quartiles {found['p25']:.2f}-{found['p75']:.2f}"
+        if not math.isnan(found["memory_mb"]):
+            board.loc[i, "peak_memory_mb"] = found["memory_mb"]
+            board.loc[i, "memory_source"] = ("alone in a fresh process (CPU), speed run"
+                                             if found["memory_kind"].startswith("CPU: each method alone")
+                                             else "torch peak in the speed run (GPU)")
 
 
 def _same_claim(audits: pd.DataFrame, row) -> pd.DataFrame:

@@ -7,6 +7,15 @@ import struct
 from pathlib import Path
 
 from inputdp.benchmarks.sweep import Overrides, build_config
+from inputdp.core import names
+
+#: the runs that hold no training: a sweep's or a study's parent run
+PARENTS = (names.KIND_SWEEP, names.KIND_STUDY)
+
+
+def not_parents(runs) -> list:
+    """The runs that are not a sweep's or study's parent (``bench run`` nests its runs under one)."""
+    return [r for r in runs if r.data.tags.get(names.TAG_KIND) not in PARENTS]
 
 
 def smoke_config(method: str, data_dir=None, *, epsilon: float = 2.0, seed: int = 0, epochs: int = 1,

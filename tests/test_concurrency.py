@@ -18,6 +18,8 @@ from inputdp.benchmarks import tracking
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 from inputdp.core import names
 
+from .helpers import not_parents
+
 
 def _bench(*args: str) -> list[str]:
     return [sys.executable, "-m", "inputdp.benchmarks.cli", *args]
@@ -38,10 +40,14 @@ def test_two_sweeps_on_a_fresh_store_run_each_configuration_once(tmp_path):
     for p, (_, err) in zip(procs, outs):
         assert p.returncode == 0, err[-2000:]
         assert "Traceback" not in err
-    runs = _runs(uri)
+    every = _runs(uri)
+    runs = not_parents(every)
     finished = collections.Counter(r.data.tags[names.TAG_CONFIG_KEY] for r in runs if r.info.status == "FINISHED")
     assert len(finished) == 6 and set(finished.values()) == {1}  # 2 seeds x (nonprivate + 2 epsilons)
     assert len(runs) == 6  # no RUNNING, FAILED or stray claim run left behind
+    # the same sweep started twice at once has one parent run (the store's lock), and every run nests under it
+    (parent,) = [r for r in every if r.data.tags.get(names.TAG_KIND) == names.KIND_SWEEP]
+    assert {r.data.tags.get(names.TAG_PARENT_RUN) for r in runs} == {parent.info.run_id}
     rows = [line for out, _ in outs for line in out.splitlines() if line.startswith(("nonprivate", "dirichlet"))]
     assert len(rows) == 6  # each configuration's result printed by the one process that ran it
 
@@ -210,4 +216,4 @@ def test_a_signal_ends_the_run_killed(tmp_path, signum, code, last_line):
             proc.kill()
     assert proc.returncode == code, err[-2000:]
     assert err.strip().splitlines()[-1] == last_line and "Traceback" not in err
-    assert [r.info.status for r in _runs(uri)] == ["KILLED"]
+    assert [r.info.status for r in not_parents(_runs(uri))] == ["KILLED"]

@@ -16,6 +16,8 @@ import pytest
 from inputdp.benchmarks.server import start_mlflow_server
 from inputdp.benchmarks.tracking import client, experiment_id
 
+from .helpers import not_parents
+
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 SWEEP = ["--methods", "dirichlet_softmax,gaussian_penultimate", "--dataset", "synthetic", "--preset", "smoke",
@@ -40,7 +42,7 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def _statuses(uri: str, experiment: str) -> dict[str, list]:
     c = client(uri)
-    runs = c.search_runs([experiment_id(c, experiment)], max_results=1000)
+    runs = not_parents(c.search_runs([experiment_id(c, experiment)], max_results=1000))
     out: dict[str, list] = {}
     for r in runs:
         out.setdefault(r.info.status, []).append(r)

@@ -16,7 +16,7 @@ from inputdp.benchmarks.tracking import client, experiment_id
 from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 
-from .helpers import smoke_config
+from .helpers import not_parents, smoke_config
 
 pytestmark = pytest.mark.slow
 
@@ -26,7 +26,7 @@ NOT_RESULTS = ("time", "seconds", "memory")  # what the machine, not the run, de
 def _metrics(uri: str) -> dict[str, tuple[dict, str]]:
     c = client(uri)
     out = {}
-    for r in c.search_runs([experiment_id(c, "inputdp")]):
+    for r in not_parents(c.search_runs([experiment_id(c, "inputdp")])):
         metrics = {k: v for k, v in r.data.metrics.items() if not any(t in k for t in NOT_RESULTS)}
         history = tuple(m.value for m in c.get_metric_history(r.info.run_id, "loss"))
         out[r.data.tags["config_key"]] = (metrics, history, r.data.params["perf.threads"])

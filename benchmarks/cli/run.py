@@ -38,8 +38,9 @@ def cmd_run(args: argparse.Namespace) -> int:
 
         # the data read and checked here too, before the store is opened (remote workers read their own)
         runs = [r.with_config(with_data_fingerprint(r.config)) for r in runs]
+    # the sweep is a parent run; its runs nest under it (the UI's runs table groups them)
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
-                        executor=args.executor, executor_options=executor_options(args))
+                        executor=args.executor, executor_options=executor_options(args), nest=True)
     if args.holdout:
         print(f"accuracy on {args.holdout} held-out training examples (--holdout), not on the test split")
     acc_label = "holdout_acc" if args.holdout else "test_acc"

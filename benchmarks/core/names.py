@@ -23,6 +23,7 @@ TAG_HEARTBEAT = "heartbeat"  # unix time, renewed while the run is alive; a stal
 TAG_CLAIM = "claim"  # "pending" while a process claims the configuration, "held" once it runs it
 TAG_KIND = "kind"  # "audit" for audit runs; absent for training runs
 KIND_AUDIT = "audit"
+KIND_SWEEP = "sweep"  # a `bench run` sweep's parent run: its training runs are nested under it
 KIND_STUDY = "study"  # a study's parent run: its training and audit runs are nested under it
 KIND_SPEED = "speed"  # an interleaved speed measurement (what `bench speed` does), its own run in a study
 TAG_PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: the UI nests a run under its parent

@@ -14,6 +14,7 @@ import os
 import random
 import statistics
 import sys
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -444,17 +445,42 @@ def _final_metrics(p: Prepared, *, test_accuracy: float, times: list[float], pea
     }
 
 
+class _LoadSampler:
+    """The machine's load average every ``interval`` seconds while an own-loop fit runs (its phases last minutes, so
+    a reading per phase would be too few to tell whether other work shared the cores)."""
+
+    def __init__(self, interval: float = 10.0):
+        self.interval, self.loads = interval, [load_average()]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+
+    def _sample(self) -> None:
+        while not self._stop.wait(self.interval):
+            self.loads.append(load_average())
+
+    def __enter__(self) -> _LoadSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._thread.join()
+        self.loads.append(load_average())
+
+
 def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunResult:
-    """A method with its own loop (PATE): timed as one phase, evaluated on the data it names, accounted."""
+    """A method with its own loop (PATE): timed as one phase, evaluated on the data it names, accounted; its
+    contention read as a per-step run's is, from the load average sampled through the fit."""
     config, method = p.config, p.method
     report = _EpochReporter(callback, p.device)
-    with PeakMemory(p.device) as memory:
+    with PeakMemory(p.device) as memory, _LoadSampler() as load:
         synchronize(p.device)
-        t0 = time.perf_counter()
+        t0, cpu0 = time.perf_counter(), time.process_time()
         report.start()
         out = method.fit(_fit_context(p, report))
         synchronize(p.device)
         elapsed = time.perf_counter() - t0
+        cpu = time.process_time() - cpu0
     test_acc, test_loss = evaluate(out.model, out.x_eval, out.y_eval, config.eval_batch_size)
     spent = method.epsilon_spent(out.steps)
     _check_ledger(config, spent)
@@ -464,7 +490,8 @@ def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunRes
     final = _final_metrics(p, test_accuracy=test_acc, times=[elapsed], peak_mb=memory.peak_mb, spent=spent,
                            epochs=1, steps=out.steps)
     final.update({names.METRIC_EVAL_EXAMPLES: int(out.y_eval.shape[0]), **report.phase_times, **out.metrics,
-                  **p.claim.as_metrics()})
+                  **p.claim.as_metrics(), names.METRIC_CPU_PER_WALL: cpu / elapsed if elapsed > 0 else math.nan})
+    final.update(contention([{names.METRIC_LOAD: x} for x in load.loads], torch.get_num_threads()))
     return RunResult(p.config, final, [last], p.claim, p.calibration, p.norm, p.lr_info, out.model)
 
 

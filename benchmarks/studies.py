@@ -11,7 +11,7 @@ study run again starts nothing: every configuration and audit is found FINISHED 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -35,10 +35,17 @@ class StudyPart:
     methods: tuple[str, ...] | str = "all"
     epsilons: tuple[float, ...] = (1.0, 4.0)
     seeds: tuple[int, ...] = (0, 1, 2)
+    #: fewer seeds for a method whose one run is long here (a subset of ``seeds``), e.g. {"pate": (0, 1)}
+    seeds_by_method: Mapping[str, tuple[int, ...]] = field(default_factory=dict)
     #: explicit settings that win over the preset's (``sweep.Overrides`` fields: steps, train_examples, ...)
     overrides: dict[str, Any] = field(default_factory=dict)
     #: the interleaved speed measurement of the part's per-step methods (``bench speed``): timed steps (0: none)
     speed_steps: int = 50
+
+    def __post_init__(self) -> None:
+        for method, seeds in self.seeds_by_method.items():
+            if not seeds or not set(seeds) <= set(self.seeds):
+                raise ValueError(f"seeds_by_method[{method!r}]={seeds!r}: give a non-empty subset of seeds={self.seeds!r}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,14 +95,21 @@ STUDIES.register(Study(
     name="mnist-cpu", target="", summary="every method on MNIST at the cpu preset, eps 1 and 4, 3 seeds, audited",
     parts=(StudyPart(dataset="mnist", preset="cpu", epsilons=(1.0, 4.0), seeds=_ALL_SEEDS),),
     note="matched view: one (q, T) for every method (PATE: its own loop at the same epsilon)"))
+#: PATE's best recipe (250 grouped teachers for 40 epochs, the semi-supervised student for 80 passes) takes 9 to 21
+#: minutes a run on 2 cores (benchmarks/README.md, PATE): over the 10 minutes above which a study runs 2 seeds
+_LONG_RUNS = {"pate": (0, 1)}
 STUDIES.register(Study(
-    name="mnist-best", target="", summary="every method at its own best recipe on MNIST, eps 1 and 2.93, 3 seeds",
-    parts=(StudyPart(dataset="mnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS),),
-    note="own-best view: each method's own (q, T, model, optimiser) at the same (epsilon, delta)"))
+    name="mnist-best", target="",
+    summary="every method at its own best recipe on MNIST, eps 1 and 2.93, 3 seeds (pate 2)",
+    parts=(StudyPart(dataset="mnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS,
+                     seeds_by_method=_LONG_RUNS),),
+    note="own-best view: each method's own (q, T, model, optimiser) at the same (epsilon, delta); pate at 2 seeds, "
+         "one run taking over 10 minutes here"))
 STUDIES.register(Study(
     name="fashionmnist-best", target="",
-    summary="every method at its own best recipe on Fashion-MNIST, eps 1 and 2.93, 3 seeds",
-    parts=(StudyPart(dataset="fashionmnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS),),
+    summary="every method at its own best recipe on Fashion-MNIST, eps 1 and 2.93, 3 seeds (pate 2)",
+    parts=(StudyPart(dataset="fashionmnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS,
+                     seeds_by_method=_LONG_RUNS),),
     note="own-best view, as mnist-best"))
 STUDIES.register(Study(
     name="pate-paper", target="",
@@ -106,24 +120,33 @@ STUDIES.register(Study(
          "epsilon beside it)"))
 
 
-def expanded(study: Study) -> list:
-    """Every training configuration of the study (RunConfigs, not yet calibrated)."""
-    from .sweep import Overrides, expand, resolve_methods
+def _methods(part: StudyPart) -> list[str]:
+    from .sweep import resolve_methods
+
+    return resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
+
+
+def expanded(study: Study, data_dir: str | None = None) -> list:
+    """Every training configuration of the study (RunConfigs, not yet calibrated); ``data_dir`` where the data sets
+    are read from (not part of any key: the data's content fingerprint is)."""
+    from .sweep import Overrides, expand
 
     configs = []
     for part in study.parts:
-        methods = resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
-        configs += expand(methods=methods, dataset=part.dataset, preset=part.preset, epsilons=part.epsilons,
-                          seeds=part.seeds, overrides=Overrides(**part.overrides))
+        overrides = Overrides(**{**part.overrides, **({"data_dir": data_dir} if data_dir else {})})
+        for method in _methods(part):
+            seeds = part.seeds_by_method.get(method, part.seeds)
+            configs += expand(methods=[method], dataset=part.dataset, preset=part.preset, epsilons=part.epsilons,
+                              seeds=seeds, overrides=overrides)
     return configs
 
 
-def configurations(study: Study) -> list[ResolvedRun]:
+def configurations(study: Study, data_dir: str | None = None) -> list[ResolvedRun]:
     """Every training configuration of the study, resolved (one calibration per distinct budget); refused in one
     line, before any store is opened, where a part names something unknown or a target a method cannot meet."""
     from .sweep import resolve_all
 
-    return resolve_all(expanded(study))
+    return resolve_all(expanded(study, data_dir))
 
 
 def _finished(mlflow_client, exp: str, key: str) -> bool:
@@ -174,13 +197,14 @@ def _label(r: ResolvedRun) -> str:
     return f"{c.method}{f' [{r.variant}]' if r.variant else ''} {c.dataset} {c.preset} eps={eps} seed={c.seed}"
 
 
-def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None) -> StudyStatus:
+def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None,
+           data_dir: str | None = None) -> StudyStatus:
     """The study's state in the store (its experiment is named after it); nothing is run."""
     from .sweep import with_data_fingerprint
     from .tracking import default_tracking_uri, open_store, runs_with_key, sqlite_path
 
     perf = perf or PerfFlags()
-    runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study)]
+    runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study, data_dir)]
     out = StudyStatus()
     uri = tracking_uri or default_tracking_uri()
     path = sqlite_path(uri)
@@ -219,14 +243,14 @@ def rounds(study: Study, runs: Sequence[ResolvedRun]) -> list[list[ResolvedRun]]
 
 
 def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None, executor: str = "local",
-              executor_options: dict[str, Any] | None = None) -> tuple[Any, list[str]]:
+              executor_options: dict[str, Any] | None = None, data_dir: str | None = None) -> tuple[Any, list[str]]:
     """Run what the store lacks, first seed first: the first round of training configurations (a sweep: FINISHED
     ones skipped), the audits of every private row (at its first seed) and the speed measurement, then each later
     round of seeds. Returns (the sweeps' outcome, the labels of the audits and speed runs made now)."""
     from .sweep import SweepOutcome, run_sweep, with_data_fingerprint
 
     perf = perf or PerfFlags()
-    runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study)]
+    runs = [r.with_config(with_data_fingerprint(r.config)) for r in configurations(study, data_dir)]
     parent = study_run(study, tracking_uri)
     total, extra = SweepOutcome(), []
     for k, batch in enumerate(rounds(study, runs)):
@@ -239,12 +263,13 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
             raise ConfigError(f"study {study.name}: {len(outcome.failed)} configuration(s) failed "
                               f"({outcome.failed[0].error}); run it again to finish them")
         if k == 0:
-            extra += _audits_and_speed(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent)
+            extra += _audits_and_speed(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent,
+                                       data_dir=data_dir)
     return total, extra
 
 
 def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
-                      parent: str) -> list[str]:
+                      parent: str, data_dir: str | None = None) -> list[str]:
     """Each audit of every private row the store lacks, then each part's speed measurement; their labels."""
     from .audit import audit, resolve_scores
     from .sweep import with_data_fingerprint
@@ -265,7 +290,8 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
               scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
         done.append(f"audit ({plan.label()}) of {_label(r)}")
     for part in study.parts:
-        if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent):
+        if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent,
+                                          data_dir=data_dir):
             done.append(f"speed of {part.dataset} {part.preset}")
     return done
 
@@ -279,7 +305,8 @@ def speed_key(part: StudyPart, perf: PerfFlags) -> str:
             f"{perf.threads or torch.get_num_threads()}:{perf.resolve_device()}")
 
 
-def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: PerfFlags, parent: str) -> bool:
+def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: PerfFlags, parent: str,
+              data_dir: str | None = None) -> bool:
     """The part's per-step methods timed interleaved against the reference (``bench speed``), logged as its own
     run with each method's median ratio and the quartiles of its paired per-step ratios; False when the store has
     it already. Its contention is recorded as a training run's is, and a contended one is not used for a ratio."""
@@ -293,16 +320,14 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
 
     from .harness import load_average
     from .speed import measure
-    from .sweep import resolve_methods
     from .tracking import open_store
 
     mlflow_client, exp = open_store(tracking_uri, study.name)
     key = speed_key(part, perf)
     if _finished(mlflow_client, exp, key):
         return False
-    methods = resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
-    methods = [m for m in methods if not METHODS.get(m).load().capabilities.own_loop]
-    data_dir = part.overrides.get("data_dir")
+    methods = [m for m in _methods(part) if not METHODS.get(m).load().capabilities.own_loop]
+    data_dir = data_dir or part.overrides.get("data_dir")
     t0 = time.time()
     result = measure(methods, dataset=part.dataset, preset=part.preset, steps=part.speed_steps,
                      warmup=max(1, part.speed_steps // 10), data_dir=data_dir,

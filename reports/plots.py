@@ -1,4 +1,4 @@
-"""Plots readable without the table: accuracy against epsilon, and epoch time with the ratio to non-private."""
+"""Plots readable without the table: accuracy against epsilon, and what each method costs in time."""
 
 from __future__ import annotations
 
@@ -80,24 +80,52 @@ def _limits(rows: pd.DataFrame, ref_acc: float | None) -> tuple[float, float] | 
     return lo - 0.3, hi + 0.3
 
 
-def epoch_time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
-    """Median epoch time per method (over its runs), the ratio to non-private written on each bar."""
-    # contended timings are NaN (not a speed comparison): left out; with none left, the plot says so
-    per = board.groupby("method")["median_epoch_time_s"].median().dropna().sort_values()
-    ref = per.get("nonprivate")
-    fig, ax = plt.subplots(figsize=(6.4, 3.8))
-    if per.empty:
-        ax.text(0.5, 0.5, "every run was timed while other work shared the cores:\nno speed comparison",
-                ha="center", va="center", transform=ax.transAxes)
-    bars = ax.bar(per.index, per.values, color=[COLOURS.get(m, "grey") for m in per.index])
-    for bar, value in zip(bars, per.values):
-        label = f"{value:.1f} s" + (f"\n×{value / ref:.2f}" if ref else "")
-        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), label, ha="center", va="bottom", fontsize=9)
-    ax.set_ylabel("median epoch time (s)")
+def time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
+    """What each method costs in time, two ways. Left: a step's time as a multiple of the non-private step's, the
+    study's interleaved measurement with the quartiles of its paired per-step ratios as whiskers where there is one
+    (else the sequential runs' epoch times, no whisker). Right: the time to train one model, the median over the
+    runs that had the cores to themselves, which an own-loop method (PATE: teachers, votes, student) has too."""
+    rows = board.assign(base=board["method"].astype(str).str.split(" [", regex=False).str[0])
+    fig, (left, right) = plt.subplots(1, 2, figsize=(12.8, 4.2))
+    step = rows[rows["time_ratio_to_nonprivate"].notna()
+                & ~rows["speed_source"].astype(str).str.startswith("whole run")].groupby("method").first()
+    step = step.sort_values("time_ratio_to_nonprivate")
+    _bars(left, step, step["time_ratio_to_nonprivate"], lambda v: f"×{v:.2f}", whiskers=True)
+    left.axhline(1.0, color="black", linestyle=":", linewidth=1)
+    left.set_ylabel("step time ÷ non-private step time")
+    interleaved = step["speed_source"].astype(str).str.startswith("interleaved").any() if len(step) else False
+    left.set_title("per step" + (" (interleaved; whiskers: quartiles)" if interleaved else " (sequential runs)"))
+    per_run = rows.groupby("method").agg(minutes=("median_run_time_s", "median"), base=("base", "first"))
+    per_run = per_run.assign(minutes=per_run["minutes"] / 60).dropna().sort_values("minutes")
+    ref = per_run["minutes"].get("nonprivate")
+    _bars(right, per_run, per_run["minutes"], lambda v: f"{v:.1f} min" + (f"\n×{v / ref:.2f}" if ref else ""))
+    right.set_ylabel("minutes to train one model")
+    right.set_title("per run (median of the uncontended runs)")
+    for ax, data in ((left, step), (right, per_run)):
+        if data.empty:
+            ax.text(0.5, 0.5, "every run was timed while other work shared\nthe cores: no speed comparison",
+                    ha="center", va="center", transform=ax.transAxes)
+        ax.tick_params(axis="x", labelrotation=20)
     preset = ", ".join(sorted(board["preset"].astype(str).unique()))
-    ax.set_title(f"{dataset} ({preset} preset): training time per epoch (ratio to non-private)")
-    ax.set_ylim(0, per.max() * 1.3 if len(per) else 1)
+    fig.suptitle(f"{dataset} ({preset} preset): what each method costs in time")
     fig.tight_layout()
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _bars(ax, rows: pd.DataFrame, values: pd.Series, label, whiskers: bool = False) -> None:
+    """One bar per method, coloured by its base method, its value written on it; whiskers from ``speed_p25`` to
+    ``speed_p75`` where the row has them."""
+    if rows.empty:
+        return
+    base = rows["base"] if "base" in rows.columns else pd.Series(rows.index, index=rows.index)
+    colours = [COLOURS.get(str(b), "grey") for b in base]
+    yerr = None
+    if whiskers and {"speed_p25", "speed_p75"} <= set(rows.columns) and rows["speed_p25"].notna().any():
+        lo, hi = (values - rows["speed_p25"]).clip(lower=0), (rows["speed_p75"] - values).clip(lower=0)
+        yerr = [lo.fillna(0).values, hi.fillna(0).values]
+    bars = ax.bar([str(i) for i in rows.index], values.values, color=colours, yerr=yerr, capsize=4)
+    for bar, value in zip(bars, values.values):
+        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), label(value), ha="center", va="bottom", fontsize=9)
+    ax.set_ylim(0, float(values.max()) * 1.3)

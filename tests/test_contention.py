@@ -39,3 +39,23 @@ def test_a_contended_run_is_left_out_of_the_median_time():
     g = pd.DataFrame({"median_epoch_time_s": [1.0, 1.2, 9.0], "contended": [0, 0, 1]})
     assert _uncontended_median(g) == 1.1
     assert math.isnan(_uncontended_median(g.assign(contended=1)))
+
+
+def test_an_own_loop_run_records_its_contention_too(monkeypatch):
+    """PATE trains in its own loop (minutes a phase): the load is sampled through the fit, and a run timed while the
+    load stood above its threads + 1 is flagged as a per-step run's is."""
+    from inputdp.benchmarks import harness
+
+    monkeypatch.setattr(harness._LoadSampler, "__init__", _fast_sampler_init(harness._LoadSampler.__init__))
+    perf = PerfFlags(device="cpu", progress=False, threads=1)
+    calm = run(smoke_config("pate", epsilon=8.0), perf).metrics
+    assert calm[names.METRIC_CONTENDED] in (0.0, 1.0) and 0.0 < calm[names.METRIC_CPU_PER_WALL] < 64
+    monkeypatch.setattr(harness, "load_average", lambda: 9.0)  # another job on every core
+    busy = run(smoke_config("pate", epsilon=8.0), perf).metrics
+    assert busy[names.METRIC_CONTENDED] == 1.0 and busy[names.METRIC_MAX_LOAD] == 9.0
+
+
+def _fast_sampler_init(init):
+    def fast(self, interval: float = 10.0):
+        init(self, interval=0.05)  # a reading every 50 ms: several within the smoke run's seconds
+    return fast

@@ -133,7 +133,7 @@ def test_bench_report_writes_files(store, tmp_path, capsys):
     out = tmp_path / "rep"
     assert main(["report", "--tracking-uri", store, "--out", str(out), "--stamp", "measured today"]) == 0
     for name in ("leaderboard.md", "leaderboard.csv", "leaderboard.html", "accuracy_vs_epsilon_synthetic_smoke.png",
-                 "epoch_time_synthetic_smoke.png"):
+                 "time_synthetic_smoke.png"):
         assert (out / name).exists() and (out / name).stat().st_size > 0
     assert (out / "accuracy_vs_epsilon_synthetic_smoke.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (out / "leaderboard.md").read_text()

@@ -23,6 +23,19 @@ def test_the_published_studies_are_declared():
         runs = configurations(STUDIES.get(name))
         assert {r.config.privacy.epsilon for r in runs if r.config.privacy.is_private} == {1.0, 2.93}
         assert {r.config.preset for r in runs} == {"best"}
+        seeds = {m: {r.config.seed for r in runs if r.config.method == m} for m in METHODS.names()}
+        # 3 seeds; 2 for PATE, whose one run at its best recipe takes over 10 minutes on 2 cores (the note says so)
+        assert seeds.pop("pate") == {0, 1} and all(s == {0, 1, 2} for s in seeds.values())
+        assert "pate at 2 seeds" in STUDIES.get("mnist-best").note
+
+
+def test_seeds_by_method_is_a_subset_of_the_seeds():
+    import pytest
+
+    from inputdp.benchmarks.studies import StudyPart
+
+    with pytest.raises(ValueError, match="seeds_by_method"):
+        StudyPart(dataset="mnist", preset="cpu", seeds=(0, 1), seeds_by_method={"pate": (2,)})
     assert {r.config.method for r in configurations(STUDIES.get("pate-paper"))} == {"pate"}
 
 
@@ -79,6 +92,20 @@ def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
     else:
         assert sources["dirichlet_softmax"] == "sequential runs"
         assert board["peak_memory_mb"].isna().all()  # the runs' own RSS is not attributable
+
+
+def test_a_study_reads_its_data_where_it_is_told(tmp_path, capsys):
+    """``--data-dir`` reaches every configuration (training, audits and speed); a folder without the data is refused
+    in one line before any store exists."""
+    from inputdp.benchmarks.studies import expanded
+
+    assert {c.data_dir for c in expanded(STUDIES.get("mnist-cpu"), str(tmp_path))} == {str(tmp_path)}
+    db = tmp_path / "s.db"
+    rc = main(["study", "run", "mnist-cpu", "--data-dir", str(tmp_path / "empty"), "--tracking-uri", f"sqlite:///{db}",
+               "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and len(err.strip().splitlines()) == 1 and "mnist" in err.lower()
+    assert not db.exists()
 
 
 def test_study_refusals_are_one_line(capsys):

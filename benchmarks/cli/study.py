@@ -23,7 +23,7 @@ def cmd_study(args: argparse.Namespace) -> int:
     study = STUDIES.get(args.name)
     perf = PerfFlags(device=args.device, threads=args.threads, progress=not args.no_progress)
     if args.action == "status":
-        st = status(study, tracking_uri=args.tracking_uri, perf=perf)
+        st = status(study, tracking_uri=args.tracking_uri, perf=perf, data_dir=args.data_dir)
         for label in st.running:
             print(f"running  {label}")
         for label in st.missing:
@@ -32,7 +32,7 @@ def cmd_study(args: argparse.Namespace) -> int:
         return 0
     perf.resolve_device()
     outcome, audits = run_study(study, tracking_uri=args.tracking_uri, perf=perf, executor=args.executor,
-                                executor_options=executor_options(args))
+                                executor_options=executor_options(args), data_dir=args.data_dir)
     print(f"study {study.name}: ran {len(outcome.ran)}, already finished {len(outcome.skipped)}, running elsewhere "
           f"{len(outcome.elsewhere)}; audits and speed measurements run {len(audits)}")
     print(f"next: bench report --experiment {study.name} --out reports/{study.name}")
@@ -49,6 +49,8 @@ class Study:
         p.add_argument("name", nargs="?", help="the study (bench study list)")
         p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here); the "
                        "study's runs go to the experiment named after it")
+        p.add_argument("--data-dir", help="where the data sets are (torchvision's layout, as for bench run); default "
+                       "$INPUTDP_DATA, else the user cache, downloading what is missing")
         p.add_argument("--device", default="auto", help="auto | cpu | cuda")
         p.add_argument("--threads", type=int, default=0)
         p.add_argument("--no-progress", action="store_true")

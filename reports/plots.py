@@ -126,6 +126,7 @@ def _bars(ax, rows: pd.DataFrame, values: pd.Series, label, whiskers: bool = Fal
         lo, hi = (values - rows["speed_p25"]).clip(lower=0), (rows["speed_p75"] - values).clip(lower=0)
         yerr = [lo.fillna(0).values, hi.fillna(0).values]
     bars = ax.bar([str(i) for i in rows.index], values.values, color=colours, yerr=yerr, capsize=4)
-    for bar, value in zip(bars, values.values):
-        ax.text(bar.get_x() + bar.get_width() / 2, bar.get_height(), label(value), ha="center", va="bottom", fontsize=9)
-    ax.set_ylim(0, float(values.max()) * 1.3)
+    tops = values.values + (yerr[1] if yerr is not None else 0)  # the label sits above the whisker, not on it
+    for bar, value, top in zip(bars, values.values, tops):
+        ax.text(bar.get_x() + bar.get_width() / 2, top, label(value), ha="center", va="bottom", fontsize=9)
+    ax.set_ylim(0, float(tops.max()) * 1.3)

@@ -23,6 +23,10 @@ def _bound(value) -> str:
     return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):.2f}"
 
 
+def _ratio(value) -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"×{float(value):.2f}"
+
+
 def _eps(value: float) -> str:
     return "∞" if not math.isfinite(value) else f"{value:g}"
 
@@ -32,14 +36,16 @@ def study_table(folder: Path) -> list[str]:
     board = pd.read_csv(folder / "leaderboard.csv")
     board = board.sort_values(["dataset", "preset", "method", "model", "epsilon"], kind="stable")
     lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): test accuracy %, "
-             "mean ± sd (seeds); measured epsilon lower bounds, black-box (predictions) and white-box (parameters)",
-             "", "| data set | preset | model | method | accountant | epsilon | accuracy | black-box lb | white-box lb |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "mean ± sd (seeds); time as a multiple of non-private (per step, else per run); measured epsilon lower "
+             "bounds, black-box (predictions) and white-box (parameters)",
+             "", "| data set | preset | model | method | accountant | epsilon | accuracy | time | black-box lb | white-box lb |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in board.itertuples():
         accountant = getattr(r, "accountant", "")
         accountant = "" if not isinstance(accountant, str) else accountant.split(" (")[0]  # its name, not its grid
         lines.append(f"| {r.dataset} | {r.preset} | {r.model} | {r.method} | {accountant} | {_eps(float(r.epsilon))} | "
-                     f"{_cell(r.acc_mean, r.acc_std, int(r.seeds))} | {_bound(getattr(r, 'black_box_lb', None))} | "
+                     f"{_cell(r.acc_mean, r.acc_std, int(r.seeds))} | {_ratio(getattr(r, 'time_ratio_to_nonprivate', None))} | "
+                     f"{_bound(getattr(r, 'black_box_lb', None))} | "
                      f"{_bound(getattr(r, 'white_box_lb', None))} |")
     return lines
 

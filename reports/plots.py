@@ -101,9 +101,12 @@ def time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
     _bars(right, per_run, per_run["minutes"], lambda v: f"{v:.1f} min" + (f"\n×{v / ref:.2f}" if ref else ""))
     right.set_ylabel("minutes to train one model")
     right.set_title("per run (median of the uncontended runs)")
+    own_recipes = rows["speed_source"].astype(str).str.startswith("whole run, own recipe").any()
     for ax, data in ((left, step), (right, per_run)):
         if data.empty:
-            ax.text(0.5, 0.5, "every run was timed while other work shared\nthe cores: no speed comparison",
+            ax.text(0.5, 0.5, ("each method at its own recipe (q, T, model):\nits cost is the whole run (right)"
+                               if ax is left and own_recipes else
+                               "every run was timed while other work shared\nthe cores: no speed comparison"),
                     ha="center", va="center", transform=ax.transAxes)
         ax.tick_params(axis="x", labelrotation=20)
     preset = ", ".join(sorted(board["preset"].astype(str).unique()))

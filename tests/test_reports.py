@@ -49,6 +49,25 @@ def test_leaderboard_groups_seeds(store):
     assert "per_example (not a guarantee)" in set(shown["accountant"])
 
 
+def test_an_own_best_row_is_timed_by_its_whole_run_not_a_step(store):
+    """In the own-best view each method runs its own (q, T, model): its epoch and its step are not the reference's,
+    so the ratio is run for run, and an interleaved step at one batch (a speed run) is not joined to it."""
+    train, _ = tidy(load_runs(store))
+    train = train.assign(view="own_best", contended=0,
+                         total_train_time_s=[300.0 if m == "dirichlet_softmax" else 100.0 for m in train["method"]],
+                         median_epoch_time_s=1.0)
+    speed = {("synthetic", "smoke", "dirichlet_softmax"): {"ratio": 1.03, "p25": 1.0, "p75": 1.1,
+                                                           "memory_mb": 900.0, "memory_kind": "CPU: each method alone"}}
+    board = leaderboard(train, None, speed).set_index(["method", "epsilon"])
+    row = board.loc[("dirichlet_softmax", 1)]
+    assert row["time_ratio_to_nonprivate"] == pytest.approx(3.0)  # 300 s against 100, though the epochs tie
+    assert row["speed_source"] == "whole run, own recipe, sequential runs" and pd.isna(row["speed_p25"])
+    assert pd.isna(row["peak_memory_mb"])  # the speed run's memory is of a batch the recipe does not use
+    matched = leaderboard(train.assign(view="matched"), None, speed).set_index(["method", "epsilon"])
+    assert matched.loc[("dirichlet_softmax", 1), "time_ratio_to_nonprivate"] == pytest.approx(1.03)
+    assert matched.loc[("gaussian_penultimate", 1), "time_ratio_to_nonprivate"] == pytest.approx(1.0)  # epochs
+
+
 def test_a_papers_epsilon_below_what_the_vectors_spend_is_refuted():
     """A claim whose released vectors spend more than its epsilon (the paper's accountant at the cpu preset: at
     least 3.91 for a claimed 1) reads as refuted for the vectors, whatever the audits say."""

@@ -27,6 +27,9 @@ def test_the_published_studies_are_declared():
         # 3 seeds; 2 for PATE, whose one run at its best recipe takes over 10 minutes on 2 cores (the note says so)
         assert seeds.pop("pate") == {0, 1} and all(s == {0, 1, 2} for s in seeds.values())
         assert "pate at 2 seeds" in STUDIES.get("mnist-best").note
+        # own recipes are compared by their whole runs: no interleaved step at one batch
+        assert [part.speed_steps for part in STUDIES.get(name).parts] == [0]
+    assert [part.speed_steps for part in STUDIES.get("mnist-cpu").parts] == [50]
 
 
 def test_seeds_by_method_is_a_subset_of_the_seeds():

@@ -306,7 +306,15 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
         })
         rows.append(row)
     board = pd.DataFrame(rows)
-    # the reference is the registered method that spends no budget (the non-private baseline), its plain recipe
+    _time_ratios(board)
+    _join_speed(board, speed or {})
+    _join_audits(board, audits)
+    return board
+
+
+def _time_ratios(board: pd.DataFrame) -> None:
+    """Each row's time as a multiple of the reference's (the registered method that spends no budget, its plain
+    recipe) at the same data set and preset, from the sequential runs, and where that figure comes from."""
     reference = reference_method()
     plain = (board["method_name"] == reference) & (board["method"] == reference)
     ref = board[plain].set_index(["dataset", "preset"])
@@ -323,9 +331,6 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
     board["speed_source"] = [("whole run, own recipe, sequential runs" if v == "own_best" and not o else
                               "whole run, sequential runs") if w else "sequential runs"
                              for o, v, w in zip(own, board["view"], whole)]
-    _join_speed(board, speed or {})
-    _join_audits(board, audits)
-    return board
 
 
 def _join_speed(board: pd.DataFrame, speed: dict[tuple[str, str, str], dict]) -> None:

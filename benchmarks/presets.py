@@ -180,7 +180,7 @@ PRESETS.register(Preset(
 #   SGD lr 8, momentum 0.9, C = 0.1, batch 4096 as a Poisson rate), 20 epochs: the best on MNIST at eps 2.93 (seed 0,
 #   on test and on 5,000 held-out training examples; at eps 1 the 10-epoch recipe ties on test and is 0.31 points
 #   better held out: one recipe serves every budget here) of 4 configurations tried (reports/mnist-best/README.md,
-#   "Results: each method at its own best"): Papernot et al. (2021)'s tanh CNN with Tramèr & Boneh's recipe for it
+#   "How the recipes were chosen"): Papernot et al. (2021)'s tanh CNN with Tramèr & Boneh's recipe for it
 #   (batch 512, lr 0.5, 40 epochs), ScatterNet + linear for 10 and 20 epochs, ScatterNet + CNN (lr 4, 20 epochs); on Fashion-MNIST
 #   the same recipe, chosen from 3 tried there
 #   (the tanh CNN with its published recipe, batch 2048 and lr 4; ScatterNet + linear for 10 epochs; this one);

@@ -101,7 +101,7 @@ def time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
     _bars(right, per_run, per_run["minutes"], lambda v: f"{v:.1f} min" + (f"\n×{v / ref:.2f}" if ref else ""))
     right.set_ylabel("minutes to train one model")
     right.set_title("per run (median of the uncontended runs)")
-    own_recipes = rows["speed_source"].astype(str).str.startswith("whole run, own recipe").any()
+    own_recipes = (rows["view"] == "own_best").any() if "view" in rows.columns else False
     for ax, data in ((left, step), (right, per_run)):
         if data.empty:
             ax.text(0.5, 0.5, ("each method at its own recipe (q, T, model):\nits cost is the whole run (right)"

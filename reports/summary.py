@@ -19,12 +19,8 @@ def _cell(mean: float, sd: float, seeds: int) -> str:
     return f"{100 * mean:.2f} ± {100 * sd:.2f} ({seeds})" if seeds > 1 else f"{100 * mean:.2f} (1)"
 
 
-def _bound(value) -> str:
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{float(value):.2f}"
-
-
-def _ratio(value) -> str:
-    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"×{float(value):.2f}"
+def _bound(value, prefix: str = "") -> str:
+    return "" if value is None or (isinstance(value, float) and math.isnan(value)) else f"{prefix}{float(value):.2f}"
 
 
 def _eps(value: float) -> str:
@@ -44,7 +40,8 @@ def study_table(folder: Path) -> list[str]:
         accountant = getattr(r, "accountant", "")
         accountant = "" if not isinstance(accountant, str) else accountant.split(" (")[0]  # its name, not its grid
         lines.append(f"| {r.dataset} | {r.preset} | {r.model} | {r.method} | {accountant} | {_eps(float(r.epsilon))} | "
-                     f"{_cell(r.acc_mean, r.acc_std, int(r.seeds))} | {_ratio(getattr(r, 'time_ratio_to_nonprivate', None))} | "
+                     f"{_cell(r.acc_mean, r.acc_std, int(r.seeds))} | "
+                     f"{_bound(getattr(r, 'time_ratio_to_nonprivate', None), '×')} | "
                      f"{_bound(getattr(r, 'black_box_lb', None))} | "
                      f"{_bound(getattr(r, 'white_box_lb', None))} |")
     return lines

@@ -148,10 +148,23 @@ def check_tracking_uri(uri: str | None, *, write: bool, what: str = "--tracking-
 
 # --- opening a store -----------------------------------------------------------------------------------------------
 
+def lock_path(uri: str) -> Path | None:
+    """The lock file of a sqlite store: beside its database (removed with it, never piling up in the temporary
+    folder); in the temporary folder, named by the database's path, only when the database's folder is read-only."""
+    path = sqlite_path(uri)
+    if path is None:
+        return None
+    beside = path.with_name(path.name + ".lock")
+    if os.access(path.parent, os.W_OK):
+        return beside
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"inputdp-store-{digest}.lock"
+
+
 @contextlib.contextmanager
 def _store_lock(uri: str):
-    """Hold an exclusive lock for a sqlite store (one lock file per database, in the temporary folder)."""
-    path = sqlite_path(uri)
+    """Hold an exclusive lock for a sqlite store (one lock file per database, see lock_path)."""
+    path = lock_path(uri)
     try:
         import fcntl
     except ImportError:  # not POSIX: no lock (concurrent first use of a new store may then collide)
@@ -159,8 +172,7 @@ def _store_lock(uri: str):
     if path is None or fcntl is None:
         yield
         return
-    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
-    with open(Path(tempfile.gettempdir()) / f"inputdp-store-{digest}.lock", "a") as f:
+    with open(path, "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield

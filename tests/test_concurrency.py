@@ -52,6 +52,20 @@ def test_two_sweeps_on_a_fresh_store_run_each_configuration_once(tmp_path):
     assert len(rows) == 6  # each configuration's result printed by the one process that ran it
 
 
+def test_a_stores_lock_lies_beside_its_database_not_in_the_temporary_folder(tmp_path, monkeypatch):
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tracking.tempfile, "tempdir", str(temp))
+    db = tmp_path / "s.db"
+    tracking.open_store(f"sqlite:///{db}", "e")
+    assert (tmp_path / "s.db.lock").is_file()
+    assert list(temp.glob("inputdp-store-*")) == []  # (MLflow leaves its own db_init_lock-* there: not ours)
+    # a database in a folder it may not write beside (read-only reading): the lock falls back to the temporary folder
+    monkeypatch.setattr(tracking.os, "access", lambda path, mode: False)
+    fallback = tracking.lock_path(f"sqlite:///{db}")
+    assert fallback.parent == temp and fallback.name.startswith("inputdp-store-")
+
+
 def _sleeper() -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
 

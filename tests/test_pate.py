@@ -180,7 +180,7 @@ def test_pate_smoke_run():
     epochs = Epochs()
     result = run(smoke_config("pate", epsilon=8.0), PerfFlags(device="cpu", progress=False), epochs)
     m = result.metrics
-    for key in ("teacher_count", "queries_asked", "queries_answered", "epsilon_data_independent",
+    for key in ("teacher_count", "queries_asked", "queries_answered", "epsilon_answered_only",
                 "epsilon_data_dependent_sanitised", "time_teachers_s", "time_labels_s", "time_accounting_and_student_s"):
         assert key in m
     # functions of the private set that no claim covers: the teachers' accuracy (they are never released) and the
@@ -193,10 +193,11 @@ def test_pate_smoke_run():
     # tuned on them (the release's order and sigma are options, fixed before any vote)
     for key in m:
         assert not any(word in key for word in ("smooth_sensitivity", "sigma_ss", "order", "unsanitised")), key
-    # the ledger: the data-independent bound of the queries asked, with the ones actually answered
-    assert m["final_epsilon_spent"] == pytest.approx(m["epsilon_data_independent"], rel=1e-12)
+    # what is spent is the guarantee: every query asked counted as answered, the calibrated claim; the cost of the
+    # answered ones alone is smaller and only a ledger (how many are answered depends on the votes)
     assert m["total_steps"] == m["queries_asked"] == 200 and m["queries_answered"] < m["queries_asked"]
-    assert m["final_epsilon_spent"] < result.calibration.epsilon  # fewer answers than the worst case
+    assert m["final_epsilon_spent"] == pytest.approx(result.calibration.epsilon, rel=1e-3)
+    assert m["epsilon_answered_only"] < m["final_epsilon_spent"]
     assert m["teacher_count"] == 10 and m["eval_examples"] == 200
     assert result.claim.needs_public_data and result.claim.protects == "inputs and labels"
 

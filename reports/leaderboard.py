@@ -288,9 +288,12 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
             "memory_source": ("the run's torch peak (GPU)" if (g["device"].astype(str).str.startswith("cuda")).all()
                               else "not attributable (a CPU process's RSS)"),
             "epsilon_spent": float(g["epsilon_spent"].astype(float).max()) if g["epsilon_spent"].notna().any() else math.inf,
-            # PATE: the sanitised data-dependent epsilon, a report beside the claim (largest over the seeds)
+            # PATE: the sanitised data-dependent epsilon, a report beside the claim (largest over the seeds, and
+            # the smallest, so that the tables show its spread: the votes, hence the report, differ by seed)
             "epsilon_dd_sanitised": (float(g["epsilon_dd_sanitised"].astype(float).max())
                                      if g["epsilon_dd_sanitised"].notna().any() else math.nan),
+            "epsilon_dd_sanitised_min": (float(g["epsilon_dd_sanitised"].astype(float).min())
+                                         if g["epsilon_dd_sanitised"].notna().any() else math.nan),
             "scope": g["scope"].iloc[0],
             "accountant": g["accountant"].iloc[0],
             # "false" where the epsilon is not a guarantee of any output; "" for runs logged before the tag existed
@@ -467,7 +470,11 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["epsilon"] = ["∞ (none)" if not math.isfinite(e) else f"{e:g}" for e in t["epsilon"]]
     t["epsilon_spent"] = ["∞" if not math.isfinite(e) else f"{e:.3f}" for e in t["epsilon_spent"]]
     t["configs tried"] = ["" if pd.isna(n) else str(int(n)) for n in t["configs_tried"]]
-    t["sanitised data-dependent epsilon"] = ["" if pd.isna(e) else f"{e:.3f}" for e in t["epsilon_dd_sanitised"]]
+    if "epsilon_dd_sanitised_min" not in t.columns:  # a board written before the smallest was kept
+        t["epsilon_dd_sanitised_min"] = t["epsilon_dd_sanitised"]
+    t["sanitised data-dependent epsilon"] = [
+        "" if pd.isna(hi) else f"{hi:.3f}" if pd.isna(lo) or f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f} to {hi:.3f}"
+        for lo, hi in zip(t["epsilon_dd_sanitised_min"], t["epsilon_dd_sanitised"])]
     for col in ("vectors_lb", "paper_epsilon", "accountant", "guarantee"):
         if col not in t.columns:  # a board built from runs logged before these existed
             t[col] = math.nan if col in ("vectors_lb", "paper_epsilon") else ""

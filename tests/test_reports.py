@@ -49,6 +49,21 @@ def test_leaderboard_groups_seeds(store):
     assert "per_example (not a guarantee)" in set(shown["accountant"])
 
 
+def test_the_sanitised_report_shows_its_spread_over_seeds_not_only_its_largest(store):
+    """PATE's sanitised data-dependent epsilon depends on the votes, so it differs by seed: the tables show the
+    smallest and the largest over a row's seeds (the CSV keeps the largest as a number); one value where they agree."""
+    train, audits = tidy(load_runs(store))
+    picked = (train["method"] == "dirichlet_softmax") & (train["epsilon"] == 1)
+    train.loc[picked, "epsilon_dd_sanitised"] = [1.7, 3.494][: int(picked.sum())]
+    same = (train["method"] == "dirichlet_softmax") & (train["epsilon"] == 4)
+    train.loc[same, "epsilon_dd_sanitised"] = 2.05
+    board = leaderboard(train, audits)
+    shown = display_table(board).set_index(["method", "epsilon"])["sanitised data-dependent epsilon"]
+    assert shown[("dirichlet_softmax", "1")] == "1.700 to 3.494"
+    assert shown[("dirichlet_softmax", "4")] == "2.050" and shown[("nonprivate", "∞ (none)")] == ""
+    assert board.set_index(["method", "epsilon"]).loc[("dirichlet_softmax", 1.0), "epsilon_dd_sanitised"] == 3.494
+
+
 def test_an_own_best_row_is_timed_by_its_whole_run_not_a_step(store):
     """In the own-best view each method runs its own (q, T, model): its epoch and its step are not the reference's,
     so the ratio is run for run, and an interleaved step at one batch (a speed run) is not joined to it."""

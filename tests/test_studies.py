@@ -116,3 +116,38 @@ def test_study_refusals_are_one_line(capsys):
     assert "unknown study 'nosuch'" in capsys.readouterr().err
     assert main(["study", "status"]) == 2
     assert "needs a study's name" in capsys.readouterr().err
+
+
+def test_an_audit_the_data_cannot_hold_is_refused_before_any_work(tmp_path):
+    """Exclusive-support canaries each need coordinates blank in every training example: a study whose audit asks
+    for more than the data leave is refused in one line before its store is opened, not after its first round."""
+    import pytest
+
+    from inputdp.benchmarks.studies import AuditPlan, Study, StudyPart, run_study
+    from inputdp.core.config import PerfFlags
+    from inputdp.core.errors import ConfigError
+
+    study = Study(name="too-many", target="", summary="", parts=(
+        StudyPart(dataset="synthetic", preset="smoke", methods=("dirichlet_softmax",), epsilons=(4.0,), seeds=(0,),
+                  overrides={"steps": 2}, speed_steps=0),),
+        audits=(AuditPlan(canary_kind="exclusive_support", canaries=10**6, model="mlp"),))
+    db = tmp_path / "s.db"
+    with pytest.raises(ConfigError, match=r"exclusive_support x1000000 on mlp' does not fit synthetic.*declare at most"):
+        run_study(study, tracking_uri=f"sqlite:///{db}", perf=PerfFlags(device="cpu", progress=False))
+    assert not db.exists()
+
+
+def test_the_declared_exclusive_support_audits_fit_their_data(shared_data):
+    """On the real data: MNIST's 60,000 training images leave 67 coordinates blank in all of them (the audit's 67
+    canaries), Fashion-MNIST's none, so fashionmnist-best declares random patterns only (both bounds)."""
+    from inputdp.benchmarks.audit import free_coordinates
+    from inputdp.benchmarks.studies import check_audits
+    from inputdp.datasets import load_tensor_data
+
+    free = {name: len(free_coordinates(load_tensor_data(name, data_dir=str(shared_data), download=False)))
+            for name in ("mnist", "fashionmnist")}
+    assert free == {"mnist": 67, "fashionmnist": 0}
+    for name in ("mnist-cpu", "mnist-best", "fashionmnist-best"):
+        study = STUDIES.get(name)
+        check_audits(study, configurations(study, str(shared_data)))  # refuses what does not fit
+    assert [p.canary_kind for p in STUDIES.get("fashionmnist-best").audits] == ["random_pattern"]

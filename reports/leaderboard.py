@@ -470,10 +470,8 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["epsilon"] = ["∞ (none)" if not math.isfinite(e) else f"{e:g}" for e in t["epsilon"]]
     t["epsilon_spent"] = ["∞" if not math.isfinite(e) else f"{e:.3f}" for e in t["epsilon_spent"]]
     t["configs tried"] = ["" if pd.isna(n) else str(int(n)) for n in t["configs_tried"]]
-    if "epsilon_dd_sanitised_min" not in t.columns:  # a board written before the smallest was kept
-        t["epsilon_dd_sanitised_min"] = t["epsilon_dd_sanitised"]
-    t["sanitised data-dependent epsilon"] = [
-        "" if pd.isna(hi) else f"{hi:.3f}" if pd.isna(lo) or f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f} to {hi:.3f}"
+    t["sanitised data-dependent epsilon"] = [  # its range over the seeds; one value where they agree
+        "" if pd.isna(hi) else f"{hi:.3f}" if f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f} to {hi:.3f}"
         for lo, hi in zip(t["epsilon_dd_sanitised_min"], t["epsilon_dd_sanitised"])]
     for col in ("vectors_lb", "paper_epsilon", "accountant", "guarantee"):
         if col not in t.columns:  # a board built from runs logged before these existed

@@ -26,7 +26,7 @@ from torch import nn
 
 from inputdp.core import names
 from inputdp.core.config import PerfFlags, RunConfig
-from inputdp.core.errors import ConfigError
+from inputdp.core.errors import ConfigError, Diverged
 from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
 from inputdp.datasets.digest import fingerprint_of_arrays
 from inputdp.methods import METHODS
@@ -577,6 +577,7 @@ def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | No
             steps = timed_steps(p, poisson_batches(n, spec.sampling_rate, length, sampler, p.device),
                                 augmenter=augmenter, before=warm_up, after=after)
             metrics = _epoch_metrics(p, steps, done[0], eval_n)
+            _check_diverged(config, epoch, steps.losses, metrics[names.METRIC_LOSS])
             history.append(metrics)
             callback.on_epoch(epoch, metrics)
             if progress is not None:
@@ -593,6 +594,13 @@ def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | No
     final.update(contention(history, torch.get_num_threads()))
     final.update(p.claim.as_metrics())
     return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, p.model)
+
+
+def _check_diverged(config: RunConfig, epoch: int, batches: int, loss: float) -> None:
+    """A loss that is NaN or infinite ends the run: training on from there would report a broken model FINISHED."""
+    if batches and not math.isfinite(loss):
+        raise Diverged(f"diverged: the training loss became {loss} in epoch {epoch} (lr={config.lr:g}, "
+                       f"optimizer={config.optimizer}): lower --lr")
 
 
 def _progress(total: int, desc: str, enabled: bool, unit: str = "epoch"):

@@ -16,8 +16,9 @@ from typing import Any
 
 from inputdp.core import names
 from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig
-from inputdp.core.errors import ConfigError
-from inputdp.datasets import canonical_name, dataset_info
+from inputdp.core.errors import ConfigError, Diverged, one_line
+from inputdp.datasets import canonical_name, check_holdout, dataset_info
+from inputdp.datasets.fingerprint import data_facts
 from inputdp.methods import METHODS
 
 from .executors import get_executor
@@ -177,7 +178,7 @@ def run_configuration(run: ResolvedRun | RunConfig, tracking_uri: str | None, ex
     tracker = MLflowTracker(tracking_uri, experiment,
                             extra_tags={names.TAG_PARENT_RUN: parent_run_id} if parent_run_id else None)
     r = resolved(run)
-    r = r.with_config(with_data_fingerprint(r.config))
+    r = r.with_config(with_checked_data(r.config))
     marked = 0
     if skip_finished:
         claim = tracker.claim(r.key(perf), run_name(r.config))
@@ -188,19 +189,24 @@ def run_configuration(run: ResolvedRun | RunConfig, tracking_uri: str | None, ex
             return RunSummary(r.config, "elsewhere", marked_failed=marked, error=claim.holder)
     try:
         result = run_one(r, perf, tracker)
+    except Diverged as err:  # the run is FAILED in the store; the sweep goes on and reports it in one line
+        return RunSummary(r.config, "failed", marked_failed=marked, error=one_line(err))
     finally:
         tracker.release()
     return RunSummary(r.config, "ran", dict(result.metrics), marked)
 
 
-def with_data_fingerprint(config: RunConfig) -> RunConfig:
-    """The configuration with its data's content fingerprint (cached by the files' sizes and times: a few ``stat``
-    calls on a rerun), so that the store knows the run by its data, not by the data set's name."""
-    if config.data_fingerprint:
-        return config
-    from inputdp.datasets.fingerprint import data_fingerprint
-
-    return config.replace(data_fingerprint=data_fingerprint(config.dataset, config.data_dir))
+def with_checked_data(config: RunConfig) -> RunConfig:
+    """The configuration with its data's content fingerprint, after every check that needs the data: labels in
+    range, ``--holdout`` below the training split, delta below 1/n for the n the run trains on. Cached by the files'
+    sizes and times (a few ``stat`` calls on a rerun), so bad input is refused before any store opens and the store
+    knows the run by its data, not by the data set's name."""
+    facts = data_facts(config.dataset, config.data_dir)
+    n = min(config.train_examples, facts.train_size) if config.train_examples > 0 else facts.train_size
+    if config.holdout:
+        check_holdout(config.holdout, n)
+    config.privacy.check_delta_for(n - config.holdout)
+    return config if config.data_fingerprint else config.replace(data_fingerprint=facts.fingerprint)
 
 
 def mark_lost_run(run: ResolvedRun | RunConfig, error: str, *, tracking_uri: str | None, experiment: str,
@@ -209,7 +215,7 @@ def mark_lost_run(run: ResolvedRun | RunConfig, error: str, *, tracking_uri: str
     r = resolved(run)
     try:
         tracker = MLflowTracker(tracking_uri, experiment)
-        r = r.with_config(with_data_fingerprint(r.config))
+        r = r.with_config(with_checked_data(r.config))
         runs = runs_with_key(tracker.client, tracker.experiment_id, r.key(perf))
         marked = reap(tracker.client, tracker.experiment_id, runs)[1]
     except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then

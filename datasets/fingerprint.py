@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import dataclass
 from pathlib import Path
 
 from .digest import VERSION, fingerprint_of_arrays
 from .registry import DatasetInfo, data_dir_from, user_cache_dir
 from .resolve import dataset_info
-from .tensor_data import raw_digest
+from .tensor_data import check_contents, load_raw, raw_digest
 
 
 def cache_file() -> Path:
@@ -60,8 +61,18 @@ def _write_cache(path: Path, key: str, entry: dict) -> None:
         pass  # a read-only cache directory costs a hash per process, nothing else
 
 
-def data_fingerprint(name: str, data_dir: str | None = None, *, download: bool = True) -> str:
-    """The fingerprint of data set ``name`` as it would be loaded now (from the cache when its files are unchanged)."""
+@dataclass(frozen=True)
+class DataFacts:
+    """What a run must know of its data before any store opens: their fingerprint and split sizes (the labels were
+    checked in range when these were computed; only data that pass the loaders' checks are cached)."""
+
+    fingerprint: str
+    train_size: int
+    test_size: int
+
+
+def data_facts(name: str, data_dir: str | None = None, *, download: bool = True) -> DataFacts:
+    """The facts of data set ``name`` as it would be loaded now (from the cache when its files are unchanged)."""
     from .generic import parse
 
     info = dataset_info(name)
@@ -75,12 +86,21 @@ def data_fingerprint(name: str, data_dir: str | None = None, *, download: bool =
     path = cache_file()
     if files:
         entry = _read_cache(path).get(key)
-        if entry and entry.get("version") == VERSION and entry.get("files") == files:
-            return str(entry["digest"])
-    digest = raw_digest(name, str(data_dir_from(data_dir)), download)
+        if entry and entry.get("version") == VERSION and entry.get("files") == files and "train_size" in entry:
+            return DataFacts(str(entry["digest"]), int(entry["train_size"]), int(entry["test_size"]))
+    where = str(data_dir_from(data_dir))
+    x_tr, y_tr, x_te, y_te = load_raw(name, data_dir, download=download)
+    check_contents(info, info.location or where, x_tr, y_tr, x_te, y_te)
+    facts = DataFacts(raw_digest(name, where, download), int(x_tr.shape[0]), int(x_te.shape[0]))
     if files:
-        _write_cache(path, key, {"version": VERSION, "files": files, "digest": digest})
-    return digest
+        _write_cache(path, key, {"version": VERSION, "files": files, "digest": facts.fingerprint,
+                                 "train_size": facts.train_size, "test_size": facts.test_size})
+    return facts
 
 
-__all__ = ["VERSION", "cache_file", "data_fingerprint", "fingerprint_of_arrays", "raw_digest"]
+def data_fingerprint(name: str, data_dir: str | None = None, *, download: bool = True) -> str:
+    """The fingerprint of data set ``name`` as it would be loaded now (from the cache when its files are unchanged)."""
+    return data_facts(name, data_dir, download=download).fingerprint
+
+
+__all__ = ["VERSION", "DataFacts", "cache_file", "data_facts", "data_fingerprint", "fingerprint_of_arrays", "raw_digest"]

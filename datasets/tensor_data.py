@@ -175,7 +175,7 @@ def _unreadable_error(name: str, path) -> ConfigError:
                        "or pass --data-dir DIR")
 
 
-def _check_contents(info: DatasetInfo, root, x_tr, y_tr, x_te, y_te) -> None:
+def check_contents(info: DatasetInfo, root, x_tr, y_tr, x_te, y_te) -> None:
     """What every loader must hand over: images of the registered shape, one label each, labels in range."""
     shape = (info.channels, info.size, info.size)
     for split, x, y in (("training", x_tr, y_tr), ("test", x_te, y_te)):
@@ -214,7 +214,7 @@ def load_tensor_data(
     download = _download_allowed(download)
     raw = load_raw(name, data_dir, download=download)
     x_tr, y_tr, x_te, y_te = raw
-    _check_contents(info, info.location or root, x_tr, y_tr, x_te, y_te)
+    check_contents(info, info.location or root, x_tr, y_tr, x_te, y_te)
     notes = list(info.notes)
     for split, asked, have in (("training", train_examples, x_tr.shape[0]), ("test", test_examples, x_te.shape[0])):
         if asked > have:

@@ -29,6 +29,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATIONS, REPLACE_INPUT
 from inputdp.core.errors import ConfigError
 
 from .base import Capabilities, PrivacyClaim, TrainingSetup
@@ -91,9 +92,9 @@ class DPSGD(SubsampledGaussianMethod):
     name = "dpsgd"
     option_defaults = {"max_grad_norm": 1.0, "accountant": "pld", "grad_sample_mode": "auto",
                        "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False,
-                       "micro_batch": 0, "secure_mode": False}
+                       "micro_batch": 0, "secure_mode": False, "adjacency": ADD_REMOVE}
     capabilities = Capabilities(
-        variant_options=("accountant", "augmult", "ema", "weight_standardisation", "max_grad_norm"),
+        variant_options=("accountant", "adjacency", "augmult", "ema", "weight_standardisation", "max_grad_norm"),
         speed_variants=tuple({"grad_sample_mode": m} for m in GRAD_SAMPLE_MODES if m != "auto"),
         compile_refusal="Opacus' per-example-gradient hooks do not run under torch.compile")
 
@@ -115,6 +116,13 @@ class DPSGD(SubsampledGaussianMethod):
         if not (isinstance(o["micro_batch"], int) and not isinstance(o["micro_batch"], bool) and o["micro_batch"] >= 0):
             raise ConfigError(f"micro_batch={o['micro_batch']!r} is not allowed: give an integer >= 0 (0: the whole "
                               "batch at once)")
+        if o["adjacency"] not in RELATIONS:
+            raise ConfigError(f"adjacency={o['adjacency']!r} is not allowed for dpsgd: choose one of "
+                              f"{', '.join(RELATIONS)}")
+        if o["adjacency"] == REPLACE_INPUT and o["accountant"] != "pld":
+            raise ConfigError(f"adjacency=replace_input is not allowed with accountant={o['accountant']}: it is an "
+                              "add/remove theorem; use accountant=pld (dp_accounting's PLD under one input replaced)")
+        self.relation = o["adjacency"]
         if not isinstance(o["secure_mode"], bool):
             raise ConfigError(f"secure_mode={o['secure_mode']!r} is not allowed: true or false")
         if o["weight_standardisation"] and o["grad_sample_mode"] == "bk":
@@ -140,11 +148,19 @@ class DPSGD(SubsampledGaussianMethod):
         return PrivacyClaim(
             mechanism="subsampled_gaussian", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]},
-            epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
-            accountant=self.accountant_label(), adjacency="add/remove one example",
-            scope=("every iterate of the model parameters (each example's input and label, add/remove one example): "
-                   "each step releases one noised sum of clipped gradients, so Poisson subsampling amplifies it"),
+            epsilon=cal.epsilon, delta=spec.delta,
+            protects="inputs and labels" if self.relation == ADD_REMOVE else "inputs",
+            accountant=self.accountant_label(), adjacency=RELATION_TEXT[self.relation],
+            scope=self._scope(),
         )
+
+    def _scope(self) -> str:
+        if self.relation == ADD_REMOVE:
+            return ("every iterate of the model parameters (each example's input and label, add/remove one example): "
+                    "each step releases one noised sum of clipped gradients, so Poisson subsampling amplifies it")
+        return ("every iterate of the model parameters, one input replaced by any other (its label and membership "
+                "public): each step releases one noised sum of clipped gradients, in which the replaced example's "
+                "gradient moves the sum by at most 2C when it is sampled (THEORY.md, 'Neighbouring relations')")
 
     def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup):
         import copy

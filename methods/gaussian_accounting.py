@@ -7,12 +7,14 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+from inputdp.core.claims import ADD_REMOVE
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from .accounting.calibration import InfeasibleTarget, calibrate_parameter
 from .accounting.gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from .accounting.pld import DESCRIPTION as PLD_DESCRIPTION
+from .accounting.pld import DESCRIPTION_REPLACE as PLD_DESCRIPTION_REPLACE
 from .accounting.pld import MAX_STEPS as PLD_MAX_STEPS
 from .accounting.pld import VALUE_INTERVAL as PLD_INTERVAL
 from .accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
@@ -23,17 +25,20 @@ ACCOUNTANTS = ("pld", "rdp", "prv")
 
 
 @functools.lru_cache(maxsize=256)
-def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, steps: int, accountant: str) -> float:
+def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, steps: int, accountant: str,
+                         relation: str = ADD_REMOVE) -> float:
     """The smallest sigma meeting (epsilon, delta, q, T) under the named accountant, by the one calibration search.
 
     For ``rdp`` the accountant is the vectorised RDP of ``accounting.gaussian`` (equal to Opacus' RDP accountant,
     tested; about 50x faster); ``pld`` starts its search from RDP's sigma (accounting/pld.py); ``prv`` is Opacus'
-    PRV accountant, evaluated at each point of the same search.
+    PRV accountant, evaluated at each point of the same search. ``relation`` ``replace_input`` is PLD's only.
     """
     if accountant == "rdp":
         return gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
     if accountant == "pld":
-        return gaussian_noise_multiplier_pld(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
+        return gaussian_noise_multiplier_pld(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps,
+                                             relation=relation)
+    _add_remove_only(accountant, relation)
 
     def eps_of(sigma: float) -> float:
         return gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=sampling_rate, steps=steps,
@@ -45,13 +50,20 @@ def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, 
                                start=1.0, xtol=1e-6, rtol=1e-4)
 
 
+def _add_remove_only(accountant: str, relation: str) -> None:
+    if relation != ADD_REMOVE:
+        raise ConfigError(f"adjacency={relation} is not allowed with accountant={accountant}: it is an add/remove "
+                          "theorem; use accountant=pld (dp_accounting's PLD under one input replaced)")
+
+
 def gaussian_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float, steps: int,
-                     accountant: str) -> float:
+                     accountant: str, relation: str = ADD_REMOVE) -> float:
     """Epsilon of T Poisson-subsampled Gaussian steps, from the named accountant (``pld``: dp_accounting's PLD;
     ``rdp``: the suite's vectorised copy of Opacus' RDP; ``prv``: Opacus' PRV accountant)."""
     if accountant == "pld":
         return gaussian_epsilon_pld(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
-                                    delta=delta)
+                                    delta=delta, relation=relation)
+    _add_remove_only(accountant, relation)
     if accountant == "rdp":
         return gaussian_epsilon_rdp(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
                                     delta=delta)[0]
@@ -69,6 +81,8 @@ class SubsampledGaussianMethod(Method):
     clip_option: str = "max_grad_norm"
     #: the accountants a run may choose (option ``accountant``)
     accountants: tuple[str, ...] = ACCOUNTANTS
+    #: the neighbouring relation the accountant is asked about (DP-SGD's option ``adjacency``)
+    relation: str = ADD_REMOVE
 
     def __init__(self, **options: Any):
         super().__init__(**options)
@@ -97,14 +111,17 @@ class SubsampledGaussianMethod(Method):
                               f"most {PLD_MAX_STEPS:,} steps; use --option {self.name}.accountant=rdp")
         try:
             sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                                         steps=spec.steps, accountant=accountant)
+                                         steps=spec.steps, accountant=accountant, relation=self.relation)
         except InfeasibleTarget as err:
             raise ConfigError(f"{self.name}: {err}") from None
         eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                               steps=spec.steps, accountant=accountant)
+                               steps=spec.steps, accountant=accountant, relation=self.relation)
         details = {"accountant": accountant, self.clip_option: self.options[self.clip_option]}
+        if self.relation != ADD_REMOVE:
+            details["adjacency"] = self.relation
         if accountant == "pld":
-            details.update(accountant_detail=PLD_DESCRIPTION, accountant_library=f"dp_accounting {pld_library_version()}")
+            detail = PLD_DESCRIPTION if self.relation == ADD_REMOVE else PLD_DESCRIPTION_REPLACE
+            details.update(accountant_detail=detail, accountant_library=f"dp_accounting {pld_library_version()}")
         return Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, details=details)
 
     def epsilon_spent(self, steps_done: int) -> float:
@@ -112,4 +129,5 @@ class SubsampledGaussianMethod(Method):
         if steps_done <= 0:
             return 0.0
         return gaussian_epsilon(noise_multiplier=cal.noise["noise_multiplier"], delta=spec.delta,
-                                sampling_rate=spec.sampling_rate, steps=steps_done, accountant=self.options["accountant"])
+                                sampling_rate=spec.sampling_rate, steps=steps_done, accountant=self.options["accountant"],
+                                relation=self.relation)

@@ -16,35 +16,33 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from inputdp.core.claims import RELATION_TEXT
 from inputdp.core.errors import ConfigError
 
-from .accounting.per_example import ADD_REMOVE, REPLACE, Bracket, NoFiniteEpsilon
+from .accounting.per_example import ADD_REMOVE, REPLACE_INPUT, Bracket, NoFiniteEpsilon
 
 PER_EXAMPLE = "per_example"
 #: the option value that means "the relation of the accountant's own theorem"
 AUTO = "auto"
-ADJACENCY_TEXT = {
-    REPLACE: "one input replaced, its label and membership public",
-    ADD_REMOVE: "add/remove one example",
-}
+ADJACENCY_TEXT = RELATION_TEXT
 THEORY = "THEORY.md, 'Per-example releases under Poisson sampling'"
 
 
 def resolve_adjacency(method: str, accountant: str, adjacency: str) -> str:
-    """The relation a run's accountant is about: ``replace`` for the per-example curve, ``add_remove`` for the
+    """The relation a run's accountant is about: ``replace_input`` for the per-example curve, ``add_remove`` for the
     papers' subsampling theorems; an explicit value the accountant cannot have is refused in one line."""
-    own = REPLACE if accountant == PER_EXAMPLE else ADD_REMOVE
+    own = REPLACE_INPUT if accountant == PER_EXAMPLE else ADD_REMOVE
     if adjacency == AUTO:
         return own
-    if adjacency not in (REPLACE, ADD_REMOVE):
-        raise ConfigError(f"adjacency={adjacency!r} is not allowed: choose auto, {REPLACE} or {ADD_REMOVE}")
+    if adjacency not in (REPLACE_INPUT, ADD_REMOVE):
+        raise ConfigError(f"adjacency={adjacency!r} is not allowed: choose auto, {REPLACE_INPUT} or {ADD_REMOVE}")
     if adjacency == own:
         return own
     if accountant == PER_EXAMPLE:
         raise ConfigError(f"adjacency=add_remove is not allowed for {method}'s per-example curve: with one example "
                           "added, one more vector is released, which reveals membership (no finite epsilon for "
-                          "any delta below the chance that it is sampled); use adjacency=replace")
-    raise ConfigError(f"adjacency=replace is not allowed with accountant={accountant}: that accountant is an "
+                          "any delta below the chance that it is sampled); use adjacency=replace_input")
+    raise ConfigError(f"adjacency=replace_input is not allowed with accountant={accountant}: that accountant is an "
                       f"add/remove theorem; for one input replaced use accountant=per_example")
 
 
@@ -53,7 +51,7 @@ def scope(*, accountant: str, released: str, lower_bound: float | None,
     """The claim's scope, in full: what the number is, what it is not, and what the vectors spend at least."""
     if accountant == PER_EXAMPLE:
         return (f"epsilon of one example's own {released} for a fixed model, by the per-example curve "
-                f"({ADJACENCY_TEXT[REPLACE]}): a lower bound on what the training releases, not a guarantee, since "
+                f"({ADJACENCY_TEXT[REPLACE_INPUT]}): a lower bound on what the training releases, not a guarantee, since "
                 "each update moves the model through the private input without noise and every later vector of "
                 f"every example reads that model out, which no accountant bounds ({THEORY}); the parameters are "
                 "not covered either: the audit measures them")

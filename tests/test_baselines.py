@@ -20,6 +20,7 @@ from inputdp.methods.gaussian_penultimate import GaussianPenultimate, clip_rows
 SPEC = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.004267, steps=2340)
 
 
+@pytest.mark.slow
 def test_bench_calibrate_dpsgd_meets_opacus_accountant():
     from opacus.accountants import RDPAccountant
     from opacus.accountants.utils import get_noise_multiplier

@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from inputdp.benchmarks.cli import main
 
 from .helpers import write_mnist
@@ -19,6 +21,7 @@ def test_list(capsys):
         assert f"  {name} " in out
 
 
+@pytest.mark.slow
 def test_run_smoke_writes_sqlite_store(tmp_path, capsys):
     code = main(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke", "--no-progress"])
     assert code == 0
@@ -34,6 +37,7 @@ def test_missing_data_one_line(tmp_path, monkeypatch, capsys):
     assert code == 2 and err.count("\n") == 1 and "train_32x32.mat" in err
 
 
+@pytest.mark.slow
 def test_corrupt_data_one_line_in_a_subprocess(tmp_path):
     raw = write_mnist(tmp_path)  # MNIST's own file layout, then each file cut short
     for f in raw.iterdir():

@@ -30,6 +30,7 @@ def _runs(uri: str, experiment: str = "inputdp") -> list:
     return c.search_runs([exp], max_results=1000)
 
 
+@pytest.mark.slow
 def test_two_sweeps_on_a_fresh_store_run_each_configuration_once(tmp_path):
     uri = f"sqlite:///{tmp_path / 'fresh.db'}"  # does not exist yet: both processes meet its schema creation
     argv = _bench("run", "--methods", "nonprivate,dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke",
@@ -125,6 +126,7 @@ def test_another_hosts_run_lives_by_its_heartbeat(tmp_path):
     assert c.get_run(fresh).info.status == "RUNNING" and c.get_run(stale).info.status == "FAILED"
 
 
+@pytest.mark.slow
 def test_the_heartbeat_is_renewed_while_the_run_lives(tmp_path, monkeypatch):
     monkeypatch.setattr(tracking, "HEARTBEAT_S", 0.2)
     uri = f"sqlite:///{tmp_path / 'm.db'}"
@@ -149,6 +151,7 @@ _CLAIMER = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow
 def test_claims_made_at_the_same_instant_have_one_winner_each(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     MLflowTracker(uri)  # the schema exists; the processes race on the claims alone
@@ -162,6 +165,7 @@ def test_claims_made_at_the_same_instant_have_one_winner_each(tmp_path):
         assert sorted(statuses) == ["claimed", "elsewhere", "elsewhere", "elsewhere"], per_key
 
 
+@pytest.mark.slow
 def test_threads_of_one_process_claim_like_processes(tmp_path):
     """Several threads running sweeps in one process share its pid: each claim is told apart by its owner token."""
     import threading
@@ -209,6 +213,7 @@ def test_a_signal_during_a_store_write_waits_for_it_to_end():
 
 @pytest.mark.parametrize("signum,code,last_line", [(signal.SIGTERM, 143, "bench: terminated"),
                                                     (signal.SIGINT, 130, "bench: interrupted")])
+@pytest.mark.slow
 def test_a_signal_ends_the_run_killed(tmp_path, signum, code, last_line):
     """SIGTERM (timeout, kill, schedulers) ends a run like Ctrl-C does: KILLED in the store, nothing left RUNNING."""
     uri = f"sqlite:///{tmp_path / 'm.db'}"

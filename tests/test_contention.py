@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 
 import pandas as pd
+import pytest
 
 from inputdp.benchmarks.harness import contention, run
 from inputdp.core import names
@@ -41,6 +42,7 @@ def test_a_contended_run_is_left_out_of_the_median_time():
     assert math.isnan(_uncontended_median(g.assign(contended=1)))
 
 
+@pytest.mark.slow
 def test_an_own_loop_run_records_its_contention_too(monkeypatch):
     """PATE trains in its own loop (minutes a phase): the load is sampled through the fit, and a run timed while the
     load stood above its threads + 1 is flagged as a per-step run's is."""

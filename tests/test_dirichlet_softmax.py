@@ -89,6 +89,7 @@ def test_bad_options_are_refused():
         DirichletSoftmax(sigma=1)
 
 
+@pytest.mark.slow
 def test_bench_calibrate_json():
     out = subprocess.run(
         [sys.executable, "-m", "inputdp.benchmarks.cli", "calibrate", "--method", "dirichlet_softmax", "--epsilon", "1",

@@ -162,6 +162,7 @@ def test_bad_recipe_options_are_refused_in_one_line(options, word):
     assert "\n" not in str(err.value)
 
 
+@pytest.mark.slow
 def test_cifar_shaped_best_dpsgd_runs_a_few_steps_on_the_cpu():
     """The best preset's CIFAR-10 DP-SGD recipe (WRN-16-4, GroupNorm + weight standardisation, augmentation
     multiplicity 16, EMA, micro-batches) end to end through the harness for two steps, on synthetic data of

@@ -130,6 +130,7 @@ def test_conv_models_are_refused_not_scored_zero(small_mnist):
         "loss", "margin", "gradient_alignment", "relearn", "first_layer_projection")
 
 
+@pytest.mark.slow
 def test_cli_refuses_exclusive_score_on_a_conv_model_in_one_line(tmp_path):
     out = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "audit", "--method", "dirichlet_softmax",
                           "--dataset", "synthetic", "--preset", "smoke", "--canary-kind", "exclusive_support",
@@ -195,6 +196,7 @@ def test_rule_choice_split_and_assignment():
     assert rule.direction == "below"
 
 
+@pytest.mark.slow
 def test_multi_run_bound_is_sound_on_a_mechanism_of_known_epsilon():
     """Randomised response at epsilon 1 (the score is one bit, 1 with probability e/(1+e) with the canary, else
     1/(1+e)): over 300 simulated audits of 400 runs, the 95% bound exceeds the true epsilon in at most ~5%,
@@ -217,6 +219,7 @@ def test_multi_run_bound_is_sound_on_a_mechanism_of_known_epsilon():
 
 
 # --- the multi-run audit, end to end -------------------------------------------------------------------------
+@pytest.mark.slow
 def test_multi_run_audit_logs_one_mlflow_run_with_counts(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))  # a journal of its own
     uri = f"sqlite:///{tmp_path / 'runs.db'}"
@@ -240,6 +243,7 @@ def test_multi_run_audit_logs_one_mlflow_run_with_counts(tmp_path, monkeypatch):
     assert json.loads(json.dumps(result.as_json()))["test_half"] == {"tp": 4, "fn": 0, "fp": 0, "tn": 4}
 
 
+@pytest.mark.slow
 def test_multi_run_refusals():
     from inputdp.benchmarks.audit_runs import check_runs
 

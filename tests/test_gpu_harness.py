@@ -118,6 +118,7 @@ def test_bad_amp_is_one_line(capsys):
     assert err.count("\n") == 1 and "--amp 'fp8'" in err
 
 
+@pytest.mark.slow
 def test_a_bf16_smoke_run_trains_as_float32_does():
     config = build_config(method="nonprivate", dataset="synthetic", preset="smoke", epsilon=4.0, seed=0,
                           overrides=Overrides())
@@ -198,6 +199,7 @@ def test_a_cuda_generator_draws_on_the_device():
 
 # --- bench gpu-check at a smoke size -----------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_gpu_check_runs_at_a_smoke_size_on_the_cpu(tmp_path, capsys):
     out = tmp_path / "gc.json"
     code = main(["gpu-check", "--device", "cpu", "--steps", "3", "--warmup", "1", "--batch-size", "8",
@@ -244,6 +246,7 @@ def test_gpu_check_keeps_its_rows_when_it_dies_part_way(tmp_path, monkeypatch):
     assert all(r["epoch_s"] > 0 for r in saved["rows"])
 
 
+@pytest.mark.slow
 def test_gpu_check_compiles_what_can_be_compiled(tmp_path):
     out = tmp_path / "gc.json"
     assert main(["gpu-check", "--device", "cpu", "--steps", "2", "--warmup", "1", "--batch-size", "8",

@@ -6,7 +6,7 @@ import pytest
 
 from inputdp.benchmarks.harness import PrivacyLedgerError, run
 from inputdp.benchmarks.resolve import resolve
-from inputdp.benchmarks.sweep import Overrides, expand, run_sweep, with_data_fingerprint
+from inputdp.benchmarks.sweep import Overrides, expand, run_sweep, with_checked_data
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 from inputdp.core.config import PerfFlags
 
@@ -15,6 +15,7 @@ from .helpers import smoke_config
 QUIET = PerfFlags(device="cpu", progress=False)
 
 
+@pytest.mark.slow
 def test_run_logs_params_tags_and_epoch_metrics(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     config = smoke_config("dirichlet_softmax", epochs=2)
@@ -26,7 +27,7 @@ def test_run_logs_params_tags_and_epoch_metrics(tmp_path):
     assert r.data.params["lr.lr_rule"] == "kappa" and "lr.lr_effective" in r.data.params
     assert r.data.params["norm_used"] == "group"
     # the match key names the data by content: the name and the fingerprint of the arrays the run read
-    assert r.data.tags["match_key"] == with_data_fingerprint(config).match_key() != config.match_key()
+    assert r.data.tags["match_key"] == with_checked_data(config).match_key() != config.match_key()
     assert r.data.tags["match_key"].startswith("synthetic@") and r.data.tags["privacy.protects"] == "inputs"
     history = c.get_metric_history(r.info.run_id, "epoch_time_s")
     assert [m.step for m in history] == [1, 2] and all(m.value > 0 for m in history)
@@ -44,6 +45,7 @@ def test_run_logs_params_tags_and_epoch_metrics(tmp_path):
     assert metrics["epsilon_paper_accountant"] == pytest.approx(result.claim.paper_epsilon)
 
 
+@pytest.mark.slow
 def test_sweep_skips_finished_and_reruns_unfinished(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     configs = expand(methods=["nonprivate", "dirichlet_softmax"], dataset="synthetic", preset="smoke", epsilons=[1, 4],
@@ -59,7 +61,7 @@ def test_sweep_skips_finished_and_reruns_unfinished(tmp_path):
     dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     stale_cfg = configs[0].replace(seed=7)
     c = client(uri)
-    c.create_run(experiment_id(c), tags={"config_key": resolve(with_data_fingerprint(stale_cfg)).key(),
+    c.create_run(experiment_id(c), tags={"config_key": resolve(with_checked_data(stale_cfg)).key(),
                                          "pid": dead.stdout.strip(), "host": socket.gethostname()})
     second = run_sweep([*configs, stale_cfg], tracking_uri=uri, perf=QUIET)
     assert len(second.skipped) == 3 and len(second.ran) == 1 and second.marked_failed == 1
@@ -69,6 +71,7 @@ def test_sweep_skips_finished_and_reruns_unfinished(tmp_path):
     assert statuses == ["FAILED"] + ["FINISHED"] * 4
 
 
+@pytest.mark.slow
 def test_failed_run_is_marked_failed(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     from inputdp.methods.dirichlet_softmax import DirichletSoftmax
@@ -81,6 +84,7 @@ def test_failed_run_is_marked_failed(tmp_path, monkeypatch):
     assert r.info.status == "FAILED"
 
 
+@pytest.mark.slow
 def test_a_finished_run_keeps_no_bookkeeping_tags_and_an_audit_is_named_so(tmp_path):
     from inputdp.benchmarks.audit import audit
     from inputdp.core import names

@@ -43,6 +43,7 @@ def test_a_construction_that_moves_nothing_bounds_nothing():
     assert out.epsilon_lb < 0.5, out
 
 
+@pytest.mark.slow
 def test_refusals_come_first_in_one_line():
     with pytest.raises(ConfigError, match="releases no per-example vectors"):
         hidden_state_audit("dpsgd", epsilon=1.0, runs=8, setup=SMALL)
@@ -55,6 +56,7 @@ def test_refusals_come_first_in_one_line():
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "releases no per-example vectors" in out.stderr
 
 
+@pytest.mark.slow
 def test_cli_json():
     out = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "hidden-state", "--method",
                           "dirichlet_softmax", "--runs", "8", "--probes", "200", "--json"],

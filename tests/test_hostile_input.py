@@ -109,8 +109,15 @@ CASES: list[tuple[list[str], str]] = [
     ([*CAL, "dirichlet_softmax", "--epsilon", "0.001"], "smallest feasible epsilon is 0.003"),
     ([*CAL, "dirichlet_softmax", "--epsilon", "1", "--option", "accountant=rdp"], "accountant='rdp'"),
     ([*CAL, "dirichlet_softmax", "--epsilon", "1", "--option", "adjacency=add_remove"], "reveals membership"),
+    ([*CAL, "dpsgd", "--epsilon", "1", "--option", "adjacency=replace_input", "--option", "accountant=rdp"],
+     "adjacency=replace_input is not allowed with accountant=rdp"),
+    ([*CAL, "dpsgd", "--epsilon", "1", "--option", "adjacency=swap"], "adjacency='swap' is not allowed for dpsgd"),
+    (["run", "--methods", "dpsgd", "--dataset", "mnist", "--preset", "smoke", "--option", "dpsgd.adjacency=swap",
+      "--tracking-uri", "{store}"], "adjacency='swap'"),
+    (["run", "--methods", "dpsgd", "--dataset", "mnist", "--preset", "smoke", "--option", "dpsgd.max_grad_norm=0",
+      "--tracking-uri", "{store}"], "max_grad_norm=0 is not allowed"),
     ([*CAL, "gaussian_penultimate", "--epsilon", "1", "--option", "accountant=rdp", "--option",
-      "adjacency=replace"], "add/remove theorem"),
+      "adjacency=replace_input"], "add/remove theorem"),
     (["calibrate", "--delta", "1e-5", "--sampling-rate", "0.5", "--steps", "1000", "--method", "gaussian_penultimate",
       "--epsilon", "1"], "expected releases"),
     (["hidden-state", "--method", "dpsgd"], "releases no per-example vectors"),
@@ -242,6 +249,7 @@ def test_bad_input_is_one_line_and_exit_2(argv, needle, places, monkeypatch):
 SUBPROCESS = range(0, len(CASES), 8)
 
 
+@pytest.mark.slow
 def test_a_sample_through_the_console_entry_point(places):
     cases = [(_fill(CASES[i][0], places), CASES[i][1].format(**places[0])) for i in SUBPROCESS]
     env = {**os.environ, "INPUTDP_NO_DOWNLOAD": "1"}
@@ -392,16 +400,17 @@ def torch_equal(a, b) -> bool:
     return a.shape == b.shape and bool(torch.equal(a, b))
 
 
-def test_bad_data_are_refused_before_the_store_is_opened(tmp_path, monkeypatch):
+@pytest.mark.parametrize("corrupt,needle", [(_magic, "magic number"), (_label_out_of_range, "labels range over")])
+def test_bad_data_are_refused_before_the_store_is_opened(corrupt, needle, tmp_path, monkeypatch):
     """A refusal of the data comes before the MLflow store exists: no store is made, no run left RUNNING."""
     monkeypatch.setenv("INPUTDP_NO_DOWNLOAD", "1")
-    _magic(write_mnist(tmp_path / "data"))
+    corrupt(write_mnist(tmp_path / "data"))
     code, out, err, _ = _run_on(tmp_path / "data", tmp_path)
-    _assert_one_line(code, out, err, "magic number")
+    _assert_one_line(code, out, err, needle)
     assert not (tmp_path / "m.db").exists()
     audit = ["audit", "--method", "nonprivate", "--dataset", "mnist", "--preset", "smoke", "--steps", "2",
              "--data-dir", str(tmp_path / "data"), "--tracking-uri", f"sqlite:///{tmp_path / 'a.db'}"]
-    _assert_one_line(*_call(audit)[:3], "magic number")
+    _assert_one_line(*_call(audit)[:3], needle)
     assert not (tmp_path / "a.db").exists()
 
 
@@ -471,3 +480,31 @@ def test_the_library_refuses_a_store_it_cannot_use(uri, needle):
     with pytest.raises(ConfigError, match=needle):
         run_sweep(configs, tracking_uri=uri)
     assert time.perf_counter() - start < 10
+
+
+@pytest.mark.parametrize("delta", ["0.001", "0.0005"])
+def test_a_delta_the_data_size_forbids_is_refused_before_any_store(delta, tmp_path):
+    """smoke trains on 2,000 examples, so delta must be < 1/2000: refused from the data's cached facts, in seconds,
+    before a store (or a sweep's parent run) exists."""
+    store = tmp_path / "m.db"
+    code, out, err, seconds = _call([*RUN_SYNTHETIC, "--delta", delta, "--tracking-uri", f"sqlite:///{store}"])
+    _assert_one_line(code, out, err, f"delta={delta} is not allowed for n=2000 training examples")
+    assert not store.exists() and seconds < 6
+
+
+def test_a_diverged_run_ends_failed_in_one_line(tmp_path):
+    """lr=1e30 makes the loss NaN in the first epoch: the run ends FAILED in the store, one stderr line says why,
+    the exit code is 1 and no table of results is printed."""
+    from mlflow.tracking import MlflowClient
+
+    from .helpers import not_parents
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    code, out, err, _ = _call(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke",
+                               "--lr", "1e30", "--no-progress", "--tracking-uri", uri])
+    assert code == 1 and out == "", (code, out, err)
+    assert err.count("\n") == 1 and "failed: diverged: the training loss became nan in epoch 1 (lr=1e+30" in err, err
+    client = MlflowClient(uri)
+    (exp,) = [e for e in client.search_experiments() if e.name == "inputdp"]
+    (run,) = not_parents(client.search_runs([exp.experiment_id]))
+    assert run.info.status == "FAILED"

@@ -75,6 +75,7 @@ def test_calibration_round_trip(name, epsilon):
     assert method.epsilon_spent(spec.steps // 2) < spent  # the ledger grows with steps
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", NAMES)
 def test_one_epoch_smoke_run_and_determinism(name):
     config = smoke_config(name)
@@ -101,6 +102,7 @@ def test_one_epoch_smoke_run_and_determinism(name):
     assert other.metrics != a.metrics  # the seed matters
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", STEP_METHODS)
 def test_empty_batches_are_handled(name):
     # q tiny: most batches are empty; the run must still count each step and finish

@@ -9,7 +9,7 @@ import pytest
 from inputdp.benchmarks.harness import run
 from inputdp.benchmarks.resolve import resolve
 from inputdp.benchmarks.server import start_mlflow_server
-from inputdp.benchmarks.sweep import with_data_fingerprint
+from inputdp.benchmarks.sweep import with_checked_data
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 from inputdp.core.config import PerfFlags
 
@@ -18,6 +18,7 @@ from .helpers import smoke_config
 pytestmark = pytest.mark.integration
 
 
+@pytest.mark.slow
 def test_run_through_real_server(tmp_path):
     server = start_mlflow_server(f"sqlite:///{tmp_path / 'server.db'}", artifacts_dir=str(tmp_path / "art"),
                                  log_path=str(tmp_path / "server.log"))
@@ -26,7 +27,7 @@ def test_run_through_real_server(tmp_path):
         result = run(config, PerfFlags(device="cpu", progress=False), MLflowTracker(server.uri, "server-test"))
         c = client(server.uri)
         (r,) = c.search_runs([experiment_id(c, "server-test")])
-        assert r.info.status == "FINISHED" and r.data.tags["config_key"] == resolve(with_data_fingerprint(config)).key()
+        assert r.info.status == "FINISHED" and r.data.tags["config_key"] == resolve(with_checked_data(config)).key()
         assert r.data.metrics["final_test_accuracy"] == pytest.approx(result.metrics["final_test_accuracy"])
         assert len(c.get_metric_history(r.info.run_id, "epoch_time_s")) == 1
     finally:
@@ -36,6 +37,7 @@ def test_run_through_real_server(tmp_path):
         os.kill(pid, 0)
 
 
+@pytest.mark.slow
 def test_a_study_store_read_through_the_rest_api(tmp_path):
     """A study run into a sqlite store, then a real server on that store: its REST API gives the runs, grouped by
     method and epsilon, nested under the study's parent run, with their data set; the experiment opens on runs."""

@@ -13,7 +13,7 @@ from PIL import Image
 
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.models import MODELS, build_model
-from inputdp.benchmarks.sweep import Overrides, build_config, with_data_fingerprint
+from inputdp.benchmarks.sweep import Overrides, build_config, with_checked_data
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import DATASETS, canonical_name, dataset_info, load_tensor_data
 from inputdp.datasets import fingerprint as fp
@@ -330,7 +330,7 @@ def test_other_images_under_a_registered_name_are_another_configuration_and_row(
     raw_b = write_mnist(tmp_path / "b", n_train=200, n_test=50)
     f = raw_b / "train-labels-idx1-ubyte"
     f.write_bytes(f.read_bytes()[:8] + bytes((i * 3) % 10 for i in range(200)))  # other labels: other data
-    ka, kb = (with_data_fingerprint(build_config(method="nonprivate", dataset="mnist", preset="smoke",
+    ka, kb = (with_checked_data(build_config(method="nonprivate", dataset="mnist", preset="smoke",
                                                  epsilon=1.0, seed=0, overrides=Overrides(data_dir=str(tmp_path / x))))
               for x in "ab")
     assert ka.data_fingerprint != kb.data_fingerprint and ka.key() != kb.key() and ka.match_key() != kb.match_key()

@@ -165,6 +165,7 @@ def test_teachers_do_not_share_gradients():
     assert y.shape == (5, 3)
 
 
+@pytest.mark.slow
 def test_pate_smoke_run():
     from inputdp.benchmarks.harness import run
     from inputdp.core.config import PerfFlags
@@ -233,6 +234,7 @@ def _exact_local_sensitivities(hist, cost, distances: int) -> list[float]:
 
 @pytest.mark.parametrize(("sigma2", "lam", "seed"), [(5.0, 8.0, 0), (5.0, 8.0, 1),
                                                      (10.0, 8.0, 0), (10.0, 8.0, 1), (5.0, 4.0, 0), (5.0, 4.0, 1)])
+@pytest.mark.slow
 def test_local_sensitivities_cover_the_brute_force_at_every_distance(sigma2, lam, seed):
     """On small histograms (k = 4 classes, 40 teachers), every distance up to 4: each bound (simple, windowed, the
     paper's Algorithms 3-5) is at least the exact local sensitivity found by enumerating every histogram within d
@@ -321,6 +323,7 @@ def test_paper_conditions_are_checked_per_setting():
     assert np.all(flat.by_distance(np.array([200, 50] + [0] * 8), 250) == 0.0)
 
 
+@pytest.mark.slow
 def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(tmp_path, capsys):
     """A real smoke sweep of PATE with the semi-supervised student and the research report, into a real sqlite
     store: the report goes to standard error only; the store holds the sanitised data-dependent epsilon and no

@@ -268,6 +268,7 @@ def test_a_release_less_likely_than_delta_has_epsilon_0_and_nothing_to_calibrate
 
 # --- refusals ---------------------------------------------------------------------------------------------------------
 
+@pytest.mark.slow
 def test_add_remove_is_refused_in_one_line():
     """Under add/remove the count of vectors reveals a member: no finite epsilon below 1 - (1-q)^T."""
     with pytest.raises(pe.NoFiniteEpsilon, match=r"1-\(1-q\)\^T = 0.99995"):
@@ -277,7 +278,7 @@ def test_add_remove_is_refused_in_one_line():
     with pytest.raises(ConfigError, match="reveals membership"):
         GaussianPenultimate(adjacency="add_remove")
     with pytest.raises(ConfigError, match="add/remove theorem"):
-        DirichletSoftmax(accountant="paper", adjacency="replace")
+        DirichletSoftmax(accountant="paper", adjacency="replace_input")
     DirichletSoftmax(accountant="paper", adjacency="add_remove")  # the paper's own relation is accepted
     out = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "calibrate", "--method", "dirichlet_softmax",
                           "--epsilon", "1", "--delta", "1e-5", "--sampling-rate", "0.01", "--steps", "100",
@@ -320,6 +321,7 @@ def test_each_accountant_reports_the_vectors_lower_bound(method):
             assert lower > 3.0 and claim.paper_epsilon == pytest.approx(1.0, abs=2e-3)  # PRV stops within 1e-4
 
 
+@pytest.mark.slow
 def test_bench_calibrate_table_shows_both_accountants_and_the_lower_bound():
     out = subprocess.run([sys.executable, "-m", "inputdp.benchmarks.cli", "calibrate", "--method", "dirichlet_softmax",
                           "--preset", "cpu", "--epsilons", "1,4", "--json"], capture_output=True, text=True, check=True)

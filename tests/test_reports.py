@@ -24,6 +24,7 @@ def store(tmp_path_factory):
     return uri
 
 
+@pytest.mark.slow
 def test_leaderboard_groups_seeds(store):
     train, audits = tidy(load_runs(store))
     assert len(train) == 2 + 4 + 4 and audits.empty
@@ -204,6 +205,7 @@ def test_paper_figures_are_the_seed_texts():
     assert sorted(cifar["value"]) == [0.8296, 0.8817]
 
 
+@pytest.mark.slow
 def test_report_from_real_audit_runs_shows_both_threat_models(tmp_path, monkeypatch):
     """A real one-run audit and a real multi-run audit in a store with the training run they concern: tidy reads
     their threat-model bounds, the leaderboard row gets the verdict, bench report writes the audit table."""

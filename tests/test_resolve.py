@@ -39,6 +39,7 @@ def _smoke(method: str, epsilon: float = 4.0, seed: int = 0, **options):
     return c.replace(privacy=dataclasses.replace(c.privacy, steps=4), method_options={**c.method_options, **options})
 
 
+@pytest.mark.slow
 def test_a_sweep_calibrates_once_per_configuration(tmp_path, calibrations):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     argv = ["run", "--methods", "nonprivate,dirichlet_softmax,dpsgd", "--dataset", "synthetic", "--preset", "smoke",
@@ -51,6 +52,7 @@ def test_a_sweep_calibrates_once_per_configuration(tmp_path, calibrations):
     assert calibrations == {"nonprivate": 1, "dirichlet_softmax": 2, "dpsgd": 2}
 
 
+@pytest.mark.slow
 def test_a_run_and_an_audit_calibrate_once(tmp_path, calibrations):
     run(_smoke("dpsgd"), QUIET)
     assert calibrations == {"dpsgd": 1}
@@ -79,6 +81,7 @@ def test_the_key_holds_the_noise_and_the_accounting(monkeypatch):
     assert resolve(_smoke("nonprivate")).accounting == ""
 
 
+@pytest.mark.slow
 def test_a_changed_accountant_version_reruns_instead_of_reusing(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     config = _smoke("dpsgd")

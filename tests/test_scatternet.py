@@ -172,6 +172,7 @@ def test_the_first_layer_projection_of_a_scatter_model_reads_the_features_its_fi
     assert u.shape == (6, 81 * 7 * 7) and abs(got - want).max() < 1e-5 * max(1.0, abs(want).max())
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("name", ["scatter_linear", "scatter_cnn"])
 def test_a_scatter_model_can_be_audited_with_every_general_score(name):
     """`bench audit` on the best preset's DP-SGD model: the run trains on features (canaries included), the scores

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import time
 
+import pytest
+
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.studies import STUDIES, audited, configurations, rounds
 from inputdp.methods import METHODS
@@ -54,6 +56,7 @@ def test_a_study_runs_first_seed_first():
     assert sorted(r.key() for b in batches for r in b) == sorted(r.key() for r in runs)
 
 
+@pytest.mark.slow
 def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'study.db'}"
     common = ["--tracking-uri", uri, "--no-progress", "--device", "cpu"]
@@ -137,6 +140,7 @@ def test_an_audit_the_data_cannot_hold_is_refused_before_any_work(tmp_path):
     assert not db.exists()
 
 
+@pytest.mark.slow
 def test_the_declared_exclusive_support_audits_fit_their_data(shared_data):
     """On the real data: MNIST's 60,000 training images leave 67 coordinates blank in all of them (the audit's 67
     canaries), Fashion-MNIST's none, so fashionmnist-best declares random patterns only (both bounds)."""

@@ -44,10 +44,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
     scores = resolve_scores(args.score, args.canary_kind, config.model)
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
                     model=config.model)
-    from inputdp.benchmarks.sweep import with_data_fingerprint
+    from inputdp.benchmarks.sweep import with_checked_data
 
     # the audit, like the run it concerns, names its data by content (read and checked before the store is opened)
-    resolution = resolution.with_config(with_data_fingerprint(config))
+    resolution = resolution.with_config(with_checked_data(config))
     config = resolution.config
     tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
     if tracker is not None:
@@ -94,9 +94,9 @@ def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
     check_arguments(canary_kind=args.canary_kind, canaries=1, pattern_scale=scale, scores=scores, model=config.model,
                     minimum=1)
     (score,) = scores
-    from inputdp.benchmarks.sweep import with_data_fingerprint
+    from inputdp.benchmarks.sweep import with_checked_data
 
-    resolution = resolution.with_config(with_data_fingerprint(resolution.config))
+    resolution = resolution.with_config(with_checked_data(resolution.config))
     config = resolution.config
     tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
     if tracker is not None:

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 from typing import Any
 
+from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT
 from inputdp.core.errors import ConfigError
 
 from .common import parse_options
@@ -66,39 +68,54 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
     cls = METHODS.get(args.method).load()
     accountants = ([None] if "accountant" in options or "accountant" not in cls.option_defaults
                    else list(getattr(cls, "accountants", (cls.option_defaults["accountant"],))))
+    relations: list[str | None] = [None]
+    if options.get("adjacency") == REPLACE_INPUT and cls.option_defaults.get("adjacency") == ADD_REMOVE:
+        # the relation asked for beside the default one, row by row; only PLD has both (unless one is named)
+        relations = [ADD_REMOVE, REPLACE_INPUT]
+        accountants = [None] if "accountant" in options else ["pld"]
     rows, lines = [], []
     for dataset, s in settings.items():
-        for accountant in accountants:
+        own = s.method_settings.get(args.method, {})  # the method's own (q, T) where the preset gives it one
+        q, steps = own.get("sampling_rate", s.sampling_rate), own.get("steps", s.steps)
+        for accountant, relation in itertools.product(accountants, relations):
             chosen = {} if accountant is None else {"accountant": accountant}
+            if relation is not None:
+                chosen["adjacency"] = relation
             method = create_method(args.method, {**s.method_options.get(args.method, {}), **options, **chosen})
             cells = []
             for eps in epsilons:
-                cal = method.calibrate(PrivacySpec(epsilon=eps, delta=args.delta or s.delta,
-                                                   sampling_rate=s.sampling_rate, steps=s.steps))
+                cal = method.calibrate(PrivacySpec(epsilon=eps, delta=args.delta or s.delta, sampling_rate=q,
+                                                   steps=steps))
                 key = next(iter(cal.noise))
                 cells.append(cal.noise[key])
-                rows.append({"dataset": dataset, "q": s.sampling_rate, "steps": s.steps, "epsilon": eps,
-                             key: cal.noise[key], "achieved_epsilon": cal.epsilon, "order": cal.order,
+                rows.append({"dataset": dataset, "q": q, "steps": steps, "epsilon": eps,
+                             **({"adjacency": relation} if relation else {}), key: cal.noise[key],
+                             "achieved_epsilon": cal.epsilon, "order": cal.order,
                              **{k: v for k, v in cal.details.items() if k not in cal.noise},
                              "calibration_seconds": cal.seconds})
-            label = cal.details.get("accountant", "")
-            lines.append(f"| {dataset} | {s.sampling_rate:.6g} | {s.steps} | {label} | "
+            label = cal.details.get("accountant", "") + (f", {relation}" if relation else "")
+            lines.append(f"| {dataset} | {q:.6g} | {steps} | {label} | "
                          + " | ".join(f"{c:.4f}" for c in cells) + " |")
     if args.json:
         print(json.dumps(rows))
     else:
-        print("| data set | q | T | accountant | " + " | ".join(f"{key} at eps={e:g}" for e in epsilons) + " |")
-        print("|---|---|---|---|" + "---|" * len(epsilons))
-        print("\n".join(lines))
-        if any("epsilon_vectors_lower" in r for r in rows):
-            print("\nThe released vectors spend at least (per-example curve, lower bound at delta):")
-            for r in rows:
-                head = f"  {r['dataset']} {r.get('accountant', '')} eps={r['epsilon']:g}: "
-                if r.get("epsilon_vectors_lower") is None:
-                    print(head + f"not evaluated ({r.get('epsilon_vectors_not_evaluated', 'no bound')})")
-                else:
-                    print(head + f"{r['epsilon_vectors_lower']:.4g} (bracket up to {r['epsilon_vectors_upper']:.4g})")
+        _print_table(rows, lines, epsilons, key)
     return 0
+
+
+def _print_table(rows: list[dict[str, Any]], lines: list[str], epsilons: list[float], key: str) -> None:
+    """The calibration table as Markdown, with the per-example curve's lower bounds where a method has them."""
+    print("| data set | q | T | accountant | " + " | ".join(f"{key} at eps={e:g}" for e in epsilons) + " |")
+    print("|---|---|---|---|" + "---|" * len(epsilons))
+    print("\n".join(lines))
+    if any("epsilon_vectors_lower" in r for r in rows):
+        print("\nThe released vectors spend at least (per-example curve, lower bound at delta):")
+        for r in rows:
+            head = f"  {r['dataset']} {r.get('accountant', '')} eps={r['epsilon']:g}: "
+            if r.get("epsilon_vectors_lower") is None:
+                print(head + f"not evaluated ({r.get('epsilon_vectors_not_evaluated', 'no bound')})")
+            else:
+                print(head + f"{r['epsilon_vectors_lower']:.4g} (bracket up to {r['epsilon_vectors_upper']:.4g})")
 
 
 class Calibrate:

@@ -34,17 +34,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     perf = perf_flags(args, progress=not args.no_progress)
     if args.executor == "local":
         perf.resolve_device()
-        from inputdp.benchmarks.sweep import with_data_fingerprint
+        from inputdp.benchmarks.sweep import with_checked_data
 
         # the data read and checked here too, before the store is opened (remote workers read their own)
-        runs = [r.with_config(with_data_fingerprint(r.config)) for r in runs]
+        runs = [r.with_config(with_checked_data(r.config)) for r in runs]
     # the sweep is a parent run; its runs nest under it (the UI's runs table groups them)
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args), nest=True)
     if args.holdout:
         print(f"accuracy on {args.holdout} held-out training examples (--holdout), not on the test split")
     acc_label = "holdout_acc" if args.holdout else "test_acc"
-    print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{acc_label:>12}{'median_epoch_s':>16}{'eps_spent':>11}")
+    if outcome.ran:
+        print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{acc_label:>12}{'median_epoch_s':>16}{'eps_spent':>11}")
     for r in outcome.ran:
         m, c = r.metrics, r.config
         eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
@@ -63,8 +64,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         for f in outcome.failed:
             sys.stderr.write(f"bench: {f.config.method} eps={f.config.privacy.epsilon:g} seed={f.config.seed} "
                              f"failed: {f.error}\n")
-        sys.stderr.write(f"bench: {len(outcome.failed)} configuration(s) failed; re-run the same command to finish "
-                         "them (FINISHED ones are skipped)\n")
+        if any(not f.error.startswith("diverged") for f in outcome.failed):  # a lost worker's run can be re-run
+            sys.stderr.write(f"bench: {len(outcome.failed)} configuration(s) failed; re-run the same command to "
+                             "finish them (FINISHED ones are skipped)\n")
         return 1
     return 0
 

@@ -9,6 +9,17 @@ from typing import Any
 
 from . import names
 
+#: the neighbouring relations a claim can be about (option ``adjacency``): one example added or removed with its
+#: label (what DP-SGD's theorems are about), or one input replaced, its label and membership public (the relation
+#: "inputs private, labels public" names). THEORY.md, "Neighbouring relations".
+ADD_REMOVE = "add_remove"
+REPLACE_INPUT = "replace_input"
+RELATIONS = (ADD_REMOVE, REPLACE_INPUT)
+RELATION_TEXT = {
+    ADD_REMOVE: "add/remove one example",
+    REPLACE_INPUT: "one input replaced, its label and membership public",
+}
+
 
 @dataclass(frozen=True, kw_only=True)
 class Calibration:

@@ -10,6 +10,10 @@ class ConfigError(ValueError):
     """Bad user input: the message names the value and what is allowed, on one line."""
 
 
+class Diverged(RuntimeError):
+    """The training loss became NaN or infinite: the run ends FAILED, its message one line naming the epoch and lr."""
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM arrived: raised like Ctrl-C's KeyboardInterrupt, so a run ends KILLED; the CLI exits with 143."""
 

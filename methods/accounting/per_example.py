@@ -27,13 +27,12 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import special, stats
 
+from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT
+
 from .calibration import InfeasibleTarget, calibrate_parameter
 
-#: the neighbouring relation the per-example curve is computed for: one input replaced, its label and its
-#: membership public (the relation "inputs private, labels public" names)
-REPLACE = "replace"
-ADD_REMOVE = "add_remove"
-ADJACENCIES = (REPLACE, ADD_REMOVE)
+# the per-example curve is computed for one input replaced, its label and its membership public
+ADJACENCIES = (REPLACE_INPUT, ADD_REMOVE)
 #: the single-release loss is truncated where each tail holds less than this mass (the pessimistic estimate puts
 #: the upper tail at infinity, so truncation never makes it optimistic)
 TAIL_MASS = 1e-15
@@ -54,7 +53,7 @@ def refuse_add_remove(q: float, steps: int) -> NoFiniteEpsilon:
     return NoFiniteEpsilon(
         f"adjacency=add_remove is not allowed for a per-example release: with one example added, one more vector "
         f"is released (probability 1-(1-q)^T = {floor:.6g} at q={q:g}, T={steps}), so no finite epsilon holds for "
-        f"any delta below that; use adjacency=replace (one input replaced, label and membership public)")
+        f"any delta below that; use adjacency=replace_input (one input replaced, label and membership public)")
 
 
 @dataclass(frozen=True)
@@ -132,7 +131,7 @@ def discretisation_for(q: float, steps: int) -> float:
 def _check(q: float, steps: int, adjacency: str) -> None:
     if adjacency == ADD_REMOVE:
         raise refuse_add_remove(q, steps)
-    if adjacency != REPLACE:
+    if adjacency != REPLACE_INPUT:
         raise ValueError(f"adjacency={adjacency!r} is not allowed: choose one of {', '.join(ADJACENCIES)}")
     if not 0 < q <= 1:
         raise ValueError(f"sampling rate q={q!r} must be in (0, 1]")
@@ -199,7 +198,7 @@ class Bracket:
         return {f"{prefix}_lower": self.lower, f"{prefix}_upper": self.upper}
 
 
-def per_example_epsilon(single: SingleRelease, *, q: float, steps: int, delta: float, adjacency: str = REPLACE,
+def per_example_epsilon(single: SingleRelease, *, q: float, steps: int, delta: float, adjacency: str = REPLACE_INPUT,
                         h: float | None = None) -> Bracket:
     """[lower, upper] around the epsilon at ``delta`` of one example's own vectors over T Poisson steps."""
     _check(q, steps, adjacency)
@@ -210,7 +209,7 @@ def per_example_epsilon(single: SingleRelease, *, q: float, steps: int, delta: f
     return Bracket(*eps)
 
 
-def per_example_delta(single: SingleRelease, *, q: float, steps: int, epsilon: float, adjacency: str = REPLACE,
+def per_example_delta(single: SingleRelease, *, q: float, steps: int, epsilon: float, adjacency: str = REPLACE_INPUT,
                       h: float | None = None) -> Bracket:
     """[lower, upper] around the delta at ``epsilon`` of one example's own vectors over T Poisson steps."""
     _check(q, steps, adjacency)
@@ -347,7 +346,7 @@ def _calibrate(single_of: Callable[[float], SingleRelease], target: float, *, q:
 
 @functools.lru_cache(maxsize=256)
 def calibrate_dirichlet_r(*, epsilon: float, delta: float, q: float, steps: int, alpha: float,
-                          adjacency: str = REPLACE) -> float:
+                          adjacency: str = REPLACE_INPUT) -> float:
     """The largest r whose per-example curve (pessimistic) meets (epsilon, delta): one example's own vectors,
     for a fixed model, then spend at most the target."""
     _check(q, steps, adjacency)
@@ -358,7 +357,7 @@ def calibrate_dirichlet_r(*, epsilon: float, delta: float, q: float, steps: int,
 
 @functools.lru_cache(maxsize=256)
 def calibrate_gaussian_sigma(*, epsilon: float, delta: float, q: float, steps: int, sensitivity: float = 2.0,
-                             adjacency: str = REPLACE) -> float:
+                             adjacency: str = REPLACE_INPUT) -> float:
     """The smallest noise multiplier whose per-example curve (pessimistic) meets (epsilon, delta)."""
     _check(q, steps, adjacency)
     what = f"the per-example Gaussian curve (sensitivity {sensitivity:g} C) at q={q:g}, T={steps}, delta={delta:g}"
@@ -366,7 +365,7 @@ def calibrate_gaussian_sigma(*, epsilon: float, delta: float, q: float, steps: i
                       increasing=False, low=SIGMA_RANGE[0], high=SIGMA_RANGE[1], start=4.0, what=what)
 
 
-__all__ = ["ADD_REMOVE", "ADJACENCIES", "Bracket", "InfeasibleTarget", "NoFiniteEpsilon", "REPLACE",
+__all__ = ["ADD_REMOVE", "ADJACENCIES", "Bracket", "InfeasibleTarget", "NoFiniteEpsilon", "REPLACE_INPUT",
            "SingleRelease", "calibrate_dirichlet_r", "calibrate_gaussian_sigma", "dirichlet_corner",
            "dirichlet_vectors_epsilon", "gaussian_pair", "gaussian_vectors_epsilon", "mixture_rdp",
            "monte_carlo_delta", "per_example_delta", "per_example_epsilon", "per_example_pld", "rdp_upper_epsilon",

@@ -18,6 +18,8 @@ from __future__ import annotations
 import functools
 import math
 
+from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT
+
 from .calibration import InfeasibleTarget, calibrate_parameter
 from .gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_noise_multiplier_rdp
 
@@ -32,52 +34,78 @@ SIGMA_RTOL = 2e-4
 #: what computed it, for the claim and the run's identity
 DESCRIPTION = (f"privacy-loss distribution (dp_accounting, connect-the-dots, pessimistic, grid {VALUE_INTERVAL:g}, "
                "add/remove one example)")
+#: the same under one input replaced (dp_accounting's REPLACE_ONE: each example's contribution of norm <= C, so the
+#: two neighbours' sums differ by at most 2C)
+DESCRIPTION_REPLACE = (f"privacy-loss distribution (dp_accounting, connect-the-dots, pessimistic, grid "
+                       f"{VALUE_INTERVAL:g}, replace one example: the clipped difference 2C)")
+
+
+def _neighbouring(relation: str):
+    from dp_accounting import NeighboringRelation
+
+    if relation == ADD_REMOVE:
+        return NeighboringRelation.ADD_OR_REMOVE_ONE
+    if relation == REPLACE_INPUT:
+        return NeighboringRelation.REPLACE_ONE
+    raise ValueError(f"relation={relation!r} is not allowed: choose one of {', '.join(RELATIONS)}")
 
 
 @functools.lru_cache(maxsize=1024)
 def gaussian_epsilon_pld(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
-                         interval: float = VALUE_INTERVAL) -> float:
+                         interval: float = VALUE_INTERVAL, relation: str = ADD_REMOVE) -> float:
     """An upper bound on epsilon at ``delta`` of T Poisson-subsampled Gaussian steps of noise ``noise_multiplier``
-    (in units of the sensitivity), add/remove adjacency, from the pessimistic PLD on a grid of ``interval``."""
+    (in units of the clipping norm C), from the pessimistic PLD on a grid of ``interval``: ``add_remove`` (one example
+    added or removed, sensitivity C) or ``replace_input`` (one example's contribution replaced by another of norm
+    <= C: mixtures q N(-C) + (1-q) N(0) against q N(C) + (1-q) N(0), the difference 2C)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
+    neighbouring = _neighbouring(relation)
     if steps <= 0 or sampling_rate <= 0:
         return 0.0
     if noise_multiplier <= 0:
         return math.inf
     one = pld.from_gaussian_mechanism(standard_deviation=float(noise_multiplier), sensitivity=1.0,
                                       pessimistic_estimate=True, value_discretization_interval=interval,
-                                      sampling_prob=float(sampling_rate), use_connect_dots=True)
+                                      sampling_prob=float(sampling_rate), use_connect_dots=True,
+                                      neighboring_relation=neighbouring)
     return float(one.self_compose(int(steps)).get_epsilon_for_delta(float(delta)))
 
 
-def discretisation_gap(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float) -> float:
+def discretisation_gap(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
+                       relation: str = ADD_REMOVE) -> float:
     """How much the grid costs at this point: epsilon on the suite's grid minus epsilon on a grid ten times finer
     (both upper bounds; the true epsilon is below the smaller)."""
-    kw = {"noise_multiplier": noise_multiplier, "sampling_rate": sampling_rate, "steps": steps, "delta": delta}
+    kw = {"noise_multiplier": noise_multiplier, "sampling_rate": sampling_rate, "steps": steps, "delta": delta,
+          "relation": relation}
     return gaussian_epsilon_pld(**kw) - gaussian_epsilon_pld(**kw, interval=VALUE_INTERVAL / 10)
 
 
-def gaussian_noise_multiplier_pld(*, epsilon: float, delta: float, sampling_rate: float, steps: int) -> float:
+def gaussian_noise_multiplier_pld(*, epsilon: float, delta: float, sampling_rate: float, steps: int,
+                                  relation: str = ADD_REMOVE) -> float:
     """The smallest sigma (to ``SIGMA_RTOL``) whose PLD epsilon is at most ``epsilon``; always on the safe side."""
+    _neighbouring(relation)
 
     def eps_of(sigma: float) -> float:
-        return gaussian_epsilon_pld(noise_multiplier=sigma, sampling_rate=sampling_rate, steps=steps, delta=delta)
+        return gaussian_epsilon_pld(noise_multiplier=sigma, sampling_rate=sampling_rate, steps=steps, delta=delta,
+                                    relation=relation)
 
-    what = f"the subsampled Gaussian (pld) at q={sampling_rate:g}, T={steps}, delta={delta:g}"
-    # RDP's sigma is safe for PLD (never a larger epsilon at the same sigma), and PLD's lies within a few tens of
-    # percent below it at useful budgets: a bracket that saves the walk's evaluations at small sigma (the costly ones).
-    # A target RDP cannot meet within sigma <= 1e6 is refused with RDP's floor (an upper bound on PLD's): PLD could
-    # reach some of them only where delta alone covers the distance (epsilon 0 at sigma ~ 4e5 for the cpu preset's
-    # (q, T)), which is no training.
+    what = f"the subsampled Gaussian (pld, {relation}) at q={sampling_rate:g}, T={steps}, delta={delta:g}"
+    # RDP's sigma (add/remove) is safe for PLD's add/remove (never a larger epsilon at the same sigma), and PLD's lies
+    # within a few tens of percent below it at useful budgets: a bracket that saves the walk's evaluations at small
+    # sigma (the costly ones). One input replaced needs between once and twice the add/remove noise (twice at q = 1,
+    # where the mixtures are two Gaussians 2C apart), so its bracket is (0.8, 2) x RDP's; where a bracket does not
+    # straddle, the search walks from it. A target RDP cannot meet within sigma <= 1e6 is refused with RDP's floor
+    # (an upper bound on PLD's): PLD could reach some of them only where delta alone covers the distance (epsilon 0
+    # at sigma ~ 4e5 for the cpu preset's (q, T)), which is no training.
     rdp = gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
-    if eps_of(rdp) > epsilon:  # tiny targets: the grid's pessimism exceeds RDP's slack; refuse fast, say what works
+    start, bracket = (rdp, (0.8 * rdp, rdp)) if relation == ADD_REMOVE else (1.5 * rdp, (0.8 * rdp, 2.0 * rdp))
+    if relation == ADD_REMOVE and eps_of(rdp) > epsilon:  # tiny targets: the grid's pessimism exceeds RDP's slack
         err = InfeasibleTarget(epsilon, eps_of(rdp), what)
-        err.args = (f"epsilon={epsilon:g} is too small for the PLD's grid ({VALUE_INTERVAL:g}) at {what[27:]}: "
-                    "use accountant=rdp",)
+        err.args = (f"epsilon={epsilon:g} is too small for the PLD's grid ({VALUE_INTERVAL:g}) at q={sampling_rate:g}, "
+                    f"T={steps}, delta={delta:g}: use accountant=rdp",)
         raise err
     return calibrate_parameter(eps_of, epsilon, low=MIN_SIGMA, high=MAX_SIGMA, increasing=False, what=what,
-                               start=rdp, bracket=(0.8 * rdp, rdp), xtol=1e-6, rtol=SIGMA_RTOL)
+                               start=start, bracket=bracket, xtol=1e-6, rtol=SIGMA_RTOL)
 
 
 @functools.cache  # read once per process: every claim and calibration names it

@@ -128,9 +128,13 @@ PRESETS.register(Preset(name="smoke", target="", summary="seconds: 2,000 example
 # A one-epoch linear warm-up for every method. The Dirichlet loss scales its gradient with s_y, so under SGD a
 # class pushed near s_y = 0 early stays dead (methods/README.md, "dead classes"); Adam's per-parameter scaling
 # revives it, so dirichlet_softmax uses Adam (lr 1e-3) here, chosen by measurement.
+# The sound input-private methods read a fixed feature map: ScatterNet's scattering transform (data-independent, the
+# map DP-SGD's best recipe trains a linear model on), GroupNorm per example; their one release ignores (q, T).
+_SCATTER_FEATURES = {"model": "scatter_linear", "norm": "group"}
+_SOUND_INPUT_PRIVATE = {"dp_least_squares": _SCATTER_FEATURES, "feature_perturbation": _SCATTER_FEATURES}
 _CPU_MNIST = DatasetSettings(
     model="small_cnn", sampling_rate=256 / 60000, steps=2340, lr=0.05, momentum=0.9, lr_warmup_steps=234,
-    method_settings={"dirichlet_softmax": {"optimizer": "adam", "lr": 1e-3, "momentum": 0.0}},
+    method_settings={"dirichlet_softmax": {"optimizer": "adam", "lr": 1e-3, "momentum": 0.0}, **_SOUND_INPUT_PRIVATE},
     # PATE: the paper's MNIST setting (250 teachers, T = 200, sigma1 = 150, sigma2 = 40, 640 queries), the two
     # sigmas scaled together to the matched epsilon
     method_options={"dirichlet_softmax": {"lr_rule": "fixed"}, "pate": {}},
@@ -193,7 +197,7 @@ PRESETS.register(Preset(
 # before them: 7 tried
 _BEST_COMMON = {"dirichlet_softmax": {"optimizer": "adam", "lr": 1e-3, "momentum": 0.0, "sampling_rate": 512 / 60000,
                                      "steps": 2340, "configs_tried": 7},
-                "pate": {"configs_tried": 4}}
+                "pate": {"configs_tried": 4}, **_SOUND_INPUT_PRIVATE}
 _BEST_OPTIONS = {"dirichlet_softmax": {"lr_rule": "fixed"}, "dpsgd": {"max_grad_norm": 0.1},
                  # the best of the 4 student/teacher recipes measured in the paper's setting (benchmarks/README.md, PATE)
                  "pate": {"student": "semi_supervised", "semi_epochs": 80, "teacher_shift": 2, "teacher_epochs": 40}}

@@ -61,6 +61,12 @@ register_method(MethodInfo(
 register_method(MethodInfo(
     name="pate", target="inputdp.methods.pate:PATE", protects="inputs and labels", needs_public_data=True,
     summary="PATE (Papernot et al. 2018): teacher ensemble, Confident/Interactive GNMax, student on public inputs"))
+register_method(MethodInfo(
+    name="dp_least_squares", target="inputdp.methods.dp_least_squares:DPLeastSquares", protects="inputs",
+    summary="sufficient-statistics perturbation: one Gaussian release of X^T X, X^T Y on fixed clipped features, ridge"))
+register_method(MethodInfo(
+    name="feature_perturbation", target="inputdp.methods.feature_perturbation:FeaturePerturbation", protects="inputs",
+    summary="each example's clipped fixed features released once with Gaussian noise; ridge on the noisy copies"))
 
 
 def load_plugins() -> list[str]:

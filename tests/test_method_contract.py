@@ -63,7 +63,9 @@ def test_calibration_round_trip(name, epsilon):
         assert cal.epsilon <= epsilon * (1 + 1e-9) and cal.epsilon == pytest.approx(epsilon, rel=0.02)
         # before fit every query counts as answered: the ledger of all of them is the calibrated bound
         assert method.epsilon_spent(claim.steps) == pytest.approx(cal.epsilon, rel=1e-12)
-        assert 0.0 == method.epsilon_spent(0) < method.epsilon_spent(claim.steps // 2) < cal.epsilon
+        assert 0.0 == method.epsilon_spent(0) < method.epsilon_spent(claim.steps)
+        if claim.steps > 1:  # a one-release method (dp_least_squares) has no half-way point
+            assert method.epsilon_spent(claim.steps // 2) < cal.epsilon
         return
     spent = method.epsilon_spent(spec.steps)
     if not method.capabilities.private:

@@ -17,7 +17,9 @@ def test_the_published_studies_are_declared():
     private = [r for r in cpu if r.config.privacy.is_private]
     assert {r.config.privacy.epsilon for r in private} == {1.0, 4.0}
     assert {r.config.seed for r in cpu} == {0, 1, 2} and {r.config.preset for r in cpu} == {"cpu"}
-    assert len(audited(cpu)) == 8  # each private method at each epsilon, by each of the study's audits:
+    private_methods = {r.config.method for r in private}
+    # each private method at each epsilon, by each of the study's audits:
+    assert len(audited(cpu)) == 2 * len(private_methods) == 12
     plans = STUDIES.get("mnist-cpu").audits  # random patterns on the row's model, exclusive support on an MLP
     assert [(p.canary_kind, p.canaries, p.model) for p in plans] == [("random_pattern", 1000, None),
                                                                     ("exclusive_support", 67, "mlp")]
@@ -52,7 +54,8 @@ def test_a_study_runs_first_seed_first():
     # every row at fewer seeds (the audits and speed run follow the first round)
     assert [{r.config.seed for r in b} for b in batches] == [{0}, {1}, {2}]
     rows = [{(r.config.method, r.variant, r.config.privacy.epsilon) for r in b} for b in batches]
-    assert rows[0] == rows[1] == rows[2] and len(rows[0]) == 9
+    private = {r.config.method for r in runs if r.config.privacy.is_private}
+    assert rows[0] == rows[1] == rows[2] and len(rows[0]) == 1 + 2 * len(private) == 13  # nonprivate once
     assert sorted(r.key() for b in batches for r in b) == sorted(r.key() for r in runs)
 
 

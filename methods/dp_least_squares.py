@@ -1,0 +1,124 @@
+"""DP least squares by sufficient-statistics perturbation (Wang 2018's SSP; AdaSSP's shape with a data-independent
+ridge): a fixed feature map, each example's clipped features x_i (norm <= C, a constant coordinate appended), and one
+Gaussian release of A = sum_i x_i x_i^T and B = sum_i x_i e_{y_i}^T (the labels public). The classifier is ridge
+regression on one-hot targets from the noisy statistics: W = (A~ + lambda I)^-1 B~, argmax x W. The model is a
+post-processing of the two releases, so the claim covers it, for one input replaced (labels and membership public) or
+add/remove one example. One pass over the data; nothing is trained by gradient. THEORY.md, "Sound input-private
+methods"."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from inputdp.core.claims import RELATION_TEXT, RELATIONS, REPLACE_INPUT
+from inputdp.core.config import PrivacySpec
+from inputdp.core.errors import ConfigError
+
+from .accounting.calibration import InfeasibleTarget
+from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
+from .base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim
+from .features import check_clip, clipped_features, feature_map, set_linear_head
+
+
+def sensitivities(clip: float, relation: str) -> tuple[float, float]:
+    """L2 sensitivities of (upper triangle of A, B) for rows of norm <= C. One input replaced, its label kept:
+    |xx^T - x'x'^T|_F^2 = |x|^4 + |x'|^4 - 2 (x.x')^2 <= 2 C^4, and B's one column moves by x - x', |.| <= 2C.
+    One example added or removed: |xx^T|_F = |x|^2 <= C^2 and |x e_y^T| <= C."""
+    if relation == REPLACE_INPUT:
+        return math.sqrt(2.0) * clip**2, 2.0 * clip
+    return clip**2, clip
+
+
+class DPLeastSquares(Method):
+    name = "dp_least_squares"
+    option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "split": 0.5, "ridge": 2.0}
+    capabilities = Capabilities(own_loop=True, variant_options=("adjacency", "ridge", "split"))
+
+    def __init__(self, **options: Any):
+        super().__init__(**options)
+        o = self.options
+        check_clip("clip", o["clip"])
+        if o["adjacency"] not in RELATIONS:
+            raise ConfigError(f"adjacency={o['adjacency']!r} is not allowed for {self.name}: choose one of "
+                              f"{', '.join(RELATIONS)}")
+        split = o["split"]
+        if isinstance(split, bool) or not isinstance(split, (int, float)) or not 0 < split < 1:
+            raise ConfigError(f"split={split!r} is not allowed: the share of 1/sigma^2 spent on X^T X, in (0, 1)")
+        ridge = o["ridge"]
+        if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or not 0 < ridge < float("inf"):
+            raise ConfigError(f"ridge={ridge!r} is not allowed: lambda in units of the noise's spectral scale "
+                              "(std of A's noise x sqrt(d)), a finite number > 0")
+
+    def noise_for(self, spec: PrivacySpec) -> Calibration:
+        """One Gaussian release of (A, B) composed exactly: noise multipliers s_A, s_B with 1/s_A^2 = split/s^2,
+        1/s_B^2 = (1 - split)/s^2 compose to one Gaussian of noise s, calibrated to (epsilon, delta) exactly."""
+        try:
+            sigma = gaussian_release_sigma(spec.epsilon, spec.delta)
+        except InfeasibleTarget as err:
+            raise ConfigError(f"{self.name}: {err}") from None
+        split = float(self.options["split"])
+        s_a, s_b = sigma / math.sqrt(split), sigma / math.sqrt(1.0 - split)
+        return Calibration(noise={"noise_multiplier": sigma},
+                           epsilon=gaussian_release_epsilon(sigma, spec.delta),
+                           details={"accountant": "analytic Gaussian (Balle & Wang 2018), one release",
+                                    "adjacency": self.options["adjacency"], "noise_multiplier_xtx": s_a,
+                                    "noise_multiplier_xty": s_b})
+
+    def claim(self) -> PrivacyClaim:
+        spec, cal = self._need_calibration()
+        relation = self.options["adjacency"]
+        return PrivacyClaim(
+            mechanism="gaussian_sufficient_statistics", sampling="none (every example, once)", steps=1,
+            parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip": self.options["clip"]},
+            epsilon=cal.epsilon, delta=spec.delta, protects="inputs" if relation == REPLACE_INPUT else "inputs and labels",
+            accountant="analytic Gaussian (Balle & Wang 2018), the two releases composed exactly",
+            adjacency=RELATION_TEXT[relation],
+            scope=("the released model and everything computed from it: one Gaussian release of X^T X and X^T Y of "
+                   "clipped features of a fixed data-independent map, the classifier solved from them alone "
+                   "(post-processing); the (q, T) of the matched spec are not used"),
+        )
+
+    def epsilon_spent(self, steps_done: int) -> float:
+        _, cal = self._need_calibration()
+        return cal.epsilon if steps_done > 0 else 0.0
+
+    def noisy_statistics(self, x: torch.Tensor, y: torch.Tensor, num_classes: int,
+                         generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """(A~, B~): the statistics of the clipped rows ``x`` with their Gaussian noise (A's upper triangle noised
+        and mirrored), in float64."""
+        spec, cal = self._need_calibration()
+        d_a, d_b = sensitivities(float(self.options["clip"]), self.options["adjacency"])
+        s_a, s_b = cal.details["noise_multiplier_xtx"], cal.details["noise_multiplier_xty"]
+        a = x.T @ x
+        b = x.T @ torch.nn.functional.one_hot(y, num_classes).to(x.dtype)
+        noise = torch.randn(a.shape, generator=generator, dtype=torch.float64).to(a.device) * (s_a * d_a)
+        upper = torch.triu(noise)
+        a = a + upper + torch.triu(noise, 1).T
+        b = b + torch.randn(b.shape, generator=generator, dtype=torch.float64).to(b.device) * (s_b * d_b)
+        return a, b
+
+    def solve(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+        """Ridge from the noisy statistics, lambda = ridge x (std of A's noise) x sqrt(d): the noise matrix's spectral
+        norm is about 2 std sqrt(d), so ridge >= 2 keeps A~ + lambda I positive definite with high probability."""
+        _, cal = self._need_calibration()
+        d_a, _ = sensitivities(float(self.options["clip"]), self.options["adjacency"])
+        lam = float(self.options["ridge"]) * cal.details["noise_multiplier_xtx"] * d_a * math.sqrt(a.shape[0])
+        eye = torch.eye(a.shape[0], dtype=a.dtype, device=a.device)
+        return torch.linalg.lstsq(a + lam * eye, b).solution
+
+    def fit(self, context: FitContext) -> FitOutput:
+        data = context.data
+        model = context.new_model()
+        features = feature_map(model)
+        x = clipped_features(features, data.x_train, float(self.options["clip"]))
+        context.report({}, phase="features")
+        g = torch.Generator().manual_seed(context.seed)
+        a, b = self.noisy_statistics(x, data.y_train, data.info.num_classes, g)
+        weights = self.solve(a, b)
+        context.report({}, phase="release_and_solve")
+        model = set_linear_head(model, weights)
+        return FitOutput(model=model.eval(), x_eval=data.x_test, y_eval=data.y_test, steps=1,
+                         metrics={"feature_dim": float(x.shape[1])})

@@ -25,8 +25,16 @@ def _series(private: pd.DataFrame):
         yield label, base, g.sort_values("epsilon")
 
 
+def series_style(label: str, rows: pd.DataFrame) -> tuple[str, str | None]:
+    """(legend label, marker face): a row whose epsilon is no guarantee of the model is drawn hollow and says so,
+    never like a sound one."""
+    sound = "guarantee" not in rows or str(rows["guarantee"].iloc[0]) != "false"
+    return (label, None) if sound else (f"{label} (no guarantee)", "white")
+
+
 def accuracy_vs_epsilon(board: pd.DataFrame, path: Path, dataset: str) -> Path:
     """One line per (method and recipe, model) with error bars over seeds; the non-private level as a dashed line.
+    Rows whose epsilon is no guarantee of the model (the per-example releases) are drawn with hollow markers.
 
     Left: the whole range. Right (only where it zooms: the methods within 5 points of non-private span less than
     the whole range): zoomed on them, where the differences that matter for a choice are a fraction of a point. The
@@ -43,8 +51,10 @@ def accuracy_vs_epsilon(board: pd.DataFrame, path: Path, dataset: str) -> Path:
     axes = list(axes[0])
     for ax in axes:
         for label, base, g in _series(private):
+            shown, face = series_style(label, g)
             ax.errorbar(g["epsilon"], 100 * g["acc_mean"], yerr=100 * g["acc_std"], marker="o", capsize=4,
-                        label=label, color=COLOURS.get(base), linestyle="--" if " [" in label else "-")
+                        label=shown, color=COLOURS.get(base), linestyle="--" if " [" in label else "-",
+                        markerfacecolor=face)
         if ref_acc is not None:
             ax.axhline(100 * ref_acc, color="black", linestyle=":", linewidth=1, label=f"non-private ({100 * ref_acc:.2f}%)")
         if not private.empty:

@@ -324,3 +324,14 @@ def test_the_html_leaderboard_in_a_real_browser(store, tmp_path):
     ascending = epsilons(dom(page + "#sort=2"))  # a click on the epsilon header
     assert [float("inf") if e.startswith("∞") else float(e) for e in ascending] == sorted(key)
     assert 'data-order="asc"' in dom(page + "#sort=2")
+
+
+def test_a_row_without_a_guarantee_is_drawn_hollow_and_says_so():
+    import pandas as pd
+
+    from inputdp.reports.plots import series_style
+
+    sound = pd.DataFrame({"guarantee": ["true"], "epsilon": [1.0]})
+    refuted = pd.DataFrame({"guarantee": ["false"], "epsilon": [1.0]})
+    assert series_style("dp_least_squares", sound) == ("dp_least_squares", None)
+    assert series_style("dirichlet_softmax", refuted) == ("dirichlet_softmax (no guarantee)", "white")

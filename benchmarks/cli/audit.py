@@ -21,6 +21,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from inputdp.core import names
     from inputdp.core.config import PerfFlags
 
+    if args.mechanism:
+        return _mechanism_audit(args)
     chosen = resolve_methods(args.method)
     if len(chosen) != 1:
         raise ConfigError(f"--method {args.method!r} is not allowed: an audit is of one method; choose one of "
@@ -69,6 +71,54 @@ def cmd_audit(args: argparse.Namespace) -> int:
         threat = "black-box" if o.score in BLACK_BOX else "white-box"
         print(f"{o.score:<24}{threat:<11}{o.epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>6}{o.correct:>6}/{o.guesses}")
     return 0
+
+
+def _mechanism_audit(args: argparse.Namespace) -> int:
+    """``bench audit --mechanism``: each method's own release on a worst-case pair, many trials, at the preset's
+    (epsilon, delta, q, T) for the data set; every argument checked before anything runs or any store opens."""
+    from inputdp.benchmarks import mechanism_audit as ma
+    from inputdp.benchmarks.sweep import Overrides, build_config, parse_list
+
+    given = [flag for flag, v in (("--canaries", args.canaries), ("--runs", args.runs), ("--model", args.model),
+                                  ("--pattern-scale", args.pattern_scale), ("--train-examples", args.train_examples))
+             if v is not None]
+    if given:
+        raise ConfigError(f"{given[0]} is not allowed with --mechanism: the mechanism audit trains no model; it runs "
+                          "the method's release on a constructed worst-case pair")
+    methods = list(ma.METHODS) if args.method == "all" else [m.strip() for m in args.method.split(",")]
+    epsilons = parse_list(args.epsilons, float, "--epsilons") if args.epsilons else [args.epsilon]
+    scales = parse_list(args.noise_scales, float, "--noise-scales") if args.noise_scales else [1.0]
+    trials = ma.DEFAULT_TRIALS if args.trials is None else args.trials
+    for m in methods:
+        for s in scales:
+            ma.check_mechanism_arguments(m, trials=trials, noise_scale=s)
+    jobs = []
+    for m in methods:  # every configuration built (and refused, in one line) before the first audit runs
+        for eps in epsilons:
+            config = build_config(method=m, dataset=args.dataset, preset=args.preset, epsilon=eps, seed=args.seed,
+                                  overrides=Overrides(steps=args.steps, sampling_rate=args.sampling_rate,
+                                                      epochs=args.epochs, data_dir=args.data_dir,
+                                                      method_options=parse_options(args.option, [m])))
+            jobs.append((m, config))
+    store = None if args.no_track else ma.MechanismStore(args.tracking_uri, args.experiment)
+    rows = []
+    for m, config in jobs:
+        for s in scales:
+            say = None if args.json else (lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+            for r in ma.audit_mechanism(m, config.privacy, dict(config.method_options), trials=trials,
+                                        noise_scale=s, seed=args.seed, progress=say):
+                row = {"dataset": config.dataset, "preset": args.preset, "epsilon_target": config.privacy.epsilon,
+                       "sampling_rate": config.privacy.sampling_rate, "steps": config.privacy.steps, **r.row()}
+                rows.append(row)
+                if store is not None:
+                    store.log(row, config)
+                if not args.json:
+                    print(ma.line(row), flush=True)
+    if args.json:
+        print(json.dumps(rows))
+    if args.out:
+        ma.write_table(rows, args.out)
+    return 1 if any(r["refuted"] and r["noise_scale"] == 1.0 for r in rows) else 0
 
 
 def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
@@ -181,6 +231,15 @@ class Audit:
         p.add_argument("--no-track", action="store_true", help="do not log the audit run to MLflow")
         p.add_argument("--device", default="auto")
         p.add_argument("--json", action="store_true")
+        p.add_argument("--mechanism", action="store_true",
+                       help="audit the method's release itself (DP-SGD's step, the one-release methods' release, "
+                       "PATE's answers) on a worst-case pair, many trials: tight, or refuted; --method may be all "
+                       "or a list")
+        p.add_argument("--epsilons", help="--mechanism: a comma-separated list of epsilons (default: --epsilon)")
+        p.add_argument("--noise-scales", help="--mechanism: the noise given to the implementation as multiples of "
+                       "its calibrated noise, the claim kept (default 1; 0.5 must be refuted)")
+        p.add_argument("--trials", type=int, help="--mechanism: trials per world (default 400000)")
+        p.add_argument("--out", help="--mechanism: write the table (mechanism_audits.csv and .md) to this folder")
         p.add_argument("--runs", type=int, help="a multi-run audit: N training runs (even), half with one canary, "
                        "half without; --score names its one score (auto: "
                        "exclusive_weight_change for exclusive_support on mlp, else loss)")

@@ -198,6 +198,11 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "audit_mode": _col(runs, f"tags.{names.TAG_AUDIT_MODE}", "one_run").fillna("one_run"),
         "audit_runs": _col(runs, f"metrics.{names.METRIC_AUDIT_RUNS}"),
         "train_examples": _col(runs, f"params.{names.PARAM_TRAIN_EXAMPLES}"),
+        "adjacency": _col(runs, f"tags.{names.TAG_PRIVACY_ADJACENCY}", "").fillna(""),
+        "mechanism_release": _col(runs, f"tags.{names.TAG_MECHANISM_RELEASE}", "").fillna(""),
+        "mechanism_tightness": pd.to_numeric(_col(runs, "metrics.mechanism.tightness"), errors="coerce"),
+        "mechanism_verdict": _col(runs, f"tags.{names.TAG_MECHANISM_VERDICT}", "").fillna(""),
+        "noise_scale": pd.to_numeric(_col(runs, "params.noise_scale"), errors="coerce"),
         "kind": kind,
     })
     best_score = _col(runs, f"tags.{names.TAG_AUDIT_BEST_SCORE}")
@@ -209,8 +214,10 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
         out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
     # a study's or sweep's parent run and a speed measurement hold no training
-    training = ~out["kind"].isin([names.KIND_AUDIT, names.KIND_STUDY, names.KIND_SWEEP, names.KIND_SPEED])
-    return out[training].copy(), out[out["kind"] == names.KIND_AUDIT].copy()
+    training = ~out["kind"].isin([names.KIND_AUDIT, names.KIND_MECHANISM_AUDIT, names.KIND_STUDY, names.KIND_SWEEP,
+                                  names.KIND_SPEED])
+    audited = out["kind"].isin([names.KIND_AUDIT, names.KIND_MECHANISM_AUDIT])
+    return out[training].copy(), out[audited].copy()
 
 
 def _threat(protects: str, needs_public: str) -> str:
@@ -304,6 +311,7 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
             "paper_epsilon": float(g["paper_epsilon"].max()) if g["paper_epsilon"].notna().any() else math.nan,
             "threat_model": _threat(g["protects"].iloc[0], g["needs_public_data"].iloc[0]),
             "match_key": g["match_key"].iloc[0],
+            "adjacency": g["adjacency"].iloc[0] if "adjacency" in g.columns else "",
             "protects": g["protects"].iloc[0],
             "method_name": g["method_name"].iloc[0],
         })
@@ -361,11 +369,56 @@ def _same_claim(audits: pd.DataFrame, row) -> pd.DataFrame:
                   & np.isclose(audits["delta"].astype(float), float(row["delta"]))]
 
 
+def _model_audits(audits: pd.DataFrame | None) -> pd.DataFrame | None:
+    if audits is None or audits.empty or "kind" not in audits.columns:
+        return audits
+    return audits[audits["kind"] != names.KIND_MECHANISM_AUDIT]
+
+
+def _mechanism_audits(audits: pd.DataFrame | None) -> pd.DataFrame:
+    if audits is None or audits.empty or "kind" not in audits.columns:
+        return pd.DataFrame()
+    return audits[audits["kind"] == names.KIND_MECHANISM_AUDIT]
+
+
+def _same_mechanism(mech: pd.DataFrame, row) -> pd.DataFrame:
+    """The mechanism audits of a row's claim at its calibrated noise: the same method, (epsilon, delta, q, T) and
+    neighbouring relation (the calibration is a function of these and the method's options)."""
+    if mech.empty:
+        return mech
+    same = ((mech["method_name"] == row["method_name"]) & (mech["adjacency"] == row.get("adjacency", ""))
+            & np.isclose(mech["noise_scale"].astype(float), 1.0))
+    for col in ("epsilon", "delta", "q", "T"):
+        same &= np.isclose(mech[col].astype(float), float(row[col]))
+    return mech[same]
+
+
+def _mechanism_verdict(hit: pd.DataFrame) -> tuple[str, str]:
+    """(refuted / tight / not tight, the text) over every audited release of the claim: refuted if any release
+    is; tight if every release reaches its fraction (the loosest shown); else not tight."""
+    if hit.empty:
+        return "", ""
+    verdicts = hit["mechanism_verdict"].astype(str)
+    if verdicts.str.startswith("refuted").any():
+        bad = hit[verdicts.str.startswith("refuted")].iloc[0]
+        return "refuted", f"refuted at the mechanism ({bad['mechanism_release']})"
+    loosest = hit.loc[hit["mechanism_tightness"].astype(float).idxmin()]
+    releases = "; ".join(sorted(set(hit["mechanism_release"].astype(str))))
+    if verdicts.str.startswith("tight").all():
+        return "tight", f"tight to {float(loosest['mechanism_tightness']):.2f} at the mechanism ({releases})"
+    return "not tight", f"not tight at the mechanism ({float(loosest['mechanism_tightness']):.2f} of the claim)"
+
+
 def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
     """Per row and threat model: the strongest bound over every audit of the same claim (data set, method,
-    epsilon, delta; any model or (q, T)), how many audits and of which kinds, and the verdict.
+    epsilon, delta; any model or (q, T)), how many audits and of which kinds, and the verdict in three words:
+    refuted (the model's audit or the mechanism's), tight (the mechanism audit reaches its fraction of the claim
+    and the model's audit does not refute it), or not refuted (ceiling X).
 
     Each audit is its own 95% statement; the largest of n is not itself a 95% bound, so their number is shown."""
+    mech = _mechanism_audits(audits)
+    audits = _model_audits(audits)
+    board["mechanism audit"] = ""
     for threat in names.THREATS:
         board[f"{threat}_lb"] = np.nan
         board[f"{threat}_ceiling"] = np.nan
@@ -388,14 +441,21 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
             ceiling = max(ceiling, float(got[f"ceiling_{threat}"].astype(float).max()))
             if lb > best_lb:
                 best_lb, best_threat = lb, threat
+        word, text = _mechanism_verdict(_same_mechanism(mech, r)) if math.isfinite(claimed) else ("", "")
+        board.loc[i, "mechanism audit"] = text
         if not math.isfinite(claimed):
             audited = "no claim (reference)" if best_threat else ""
-        elif not best_threat:
-            audited = "not audited"
-        elif best_lb > claimed:
+        elif best_threat and best_lb > claimed:
             audited = f"claim refuted for the released model ({best_threat.replace('_', '-')} {best_lb:.2f} > {claimed:g})"
+        elif word == "refuted":
+            audited = f"claim {text}"
+        elif word == "tight":
+            audited = text + (f"; the model's audit: not refuted (ceiling {ceiling:.2f})" if best_threat
+                              else "; the model not audited")
+        elif not best_threat:
+            audited = "not audited" + (f" ({text})" if text else "")
         else:
-            audited = f"not refuted (ceiling {ceiling:.2f})"
+            audited = f"not refuted (ceiling {ceiling:.2f})" + (f"; {text}" if text else "")
         board.loc[i, "verdict"] = "; ".join(v for v in (_vectors_verdict(r), audited) if v)
 
 
@@ -420,6 +480,7 @@ def _audit_label(a) -> str:
 
 def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
     """One row per audit run: what it audited, with what, and both threat models' bounds next to the claim."""
+    audits = _model_audits(audits)
     if audits is None or audits.empty:
         return pd.DataFrame()
     rows = []
@@ -455,7 +516,7 @@ GLANCE = ["dataset", "method", "epsilon", "accuracy % (n)", "speed (x non-privat
 #: and its details, row for row
 DETAILS = ["dataset", "method", "epsilon", "preset", "view", "model", "q", "T", "delta", "accountant", "seeds",
            "configs tried", "median_epoch_time_s", MEMORY, "epsilon_spent", "vectors spend at least",
-           "paper's accountant at this noise", "sanitised data-dependent epsilon", "threat_model"]
+           "paper's accountant at this noise", "sanitised data-dependent epsilon", "threat_model", "mechanism audit"]
 COLUMNS = ["dataset", "preset", "view", "model", "method", "epsilon", "accountant", "delta", "q", "T", "seeds",
            "configs tried", "test_accuracy",
            "median_epoch_time_s", "time_ratio_to_nonprivate", "peak_memory_mb", "epsilon_spent",
@@ -473,7 +534,7 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["sanitised data-dependent epsilon"] = [  # its range over the seeds; one value where they agree
         "" if pd.isna(hi) else f"{hi:.3f}" if f"{lo:.3f}" == f"{hi:.3f}" else f"{lo:.3f} to {hi:.3f}"
         for lo, hi in zip(t["epsilon_dd_sanitised_min"], t["epsilon_dd_sanitised"])]
-    for col in ("vectors_lb", "paper_epsilon", "accountant", "guarantee"):
+    for col in ("vectors_lb", "paper_epsilon", "accountant", "guarantee", "mechanism audit"):
         if col not in t.columns:  # a board built from runs logged before these existed
             t[col] = math.nan if col in ("vectors_lb", "paper_epsilon") else ""
     t["vectors spend at least"] = ["" if pd.isna(e) else f"{e:.3f}" for e in t["vectors_lb"]]
@@ -611,7 +672,7 @@ def verdict_class(verdict: str) -> str:
     v = str(verdict)
     if "refuted" in v and "not refuted" not in v or "not a guarantee" in v:
         return "bad"
-    if "not refuted" in v:
+    if "not refuted" in v or v.startswith("tight"):
         return "ok"
     return "none"
 

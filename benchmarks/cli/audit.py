@@ -78,6 +78,7 @@ def _mechanism_audit(args: argparse.Namespace) -> int:
     (epsilon, delta, q, T) for the data set; every argument checked before anything runs or any store opens."""
     from inputdp.benchmarks import mechanism_audit as ma
     from inputdp.benchmarks.sweep import Overrides, build_config, parse_list
+    from inputdp.methods import create_method
 
     given = [flag for flag, v in (("--canaries", args.canaries), ("--runs", args.runs), ("--model", args.model),
                                   ("--pattern-scale", args.pattern_scale), ("--train-examples", args.train_examples))
@@ -99,6 +100,7 @@ def _mechanism_audit(args: argparse.Namespace) -> int:
                                   overrides=Overrides(steps=args.steps, sampling_rate=args.sampling_rate,
                                                       epochs=args.epochs, data_dir=args.data_dir,
                                                       method_options=parse_options(args.option, [m])))
+            create_method(m, dict(config.method_options)).calibrate(config.privacy)  # refused here, in one line
             jobs.append((m, config))
     store = None if args.no_track else ma.MechanismStore(args.tracking_uri, args.experiment)
     rows = []

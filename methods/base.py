@@ -34,6 +34,25 @@ if TYPE_CHECKING:
     from inputdp.datasets import TensorData
 
 
+#: thresholds of a mechanism audit's tests, in units of the claimed shift between the two worlds' scores: fixed
+#: before any trial (one test each, corrected together)
+AUDIT_THRESHOLDS = (-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+
+
+@dataclass
+class ReleaseTrials:
+    """One audited release of a method (what :meth:`Method.release_trials` returns): a score per trial in each
+    world of a worst-case pair of neighbours, the claim's mu (the release is a Gaussian mechanism, mu-GDP), and
+    the thresholds to test at, fixed before the trials ("in" guessed where the score is >= the threshold)."""
+
+    release: str
+    relation: str
+    scores_in: Any
+    scores_out: Any
+    mu_claim: float
+    thresholds: tuple[float, ...]
+
+
 @dataclass
 class FitOutput:
     """What an own-loop method hands back: the model, the held-out data it must be evaluated on, and how many of
@@ -242,6 +261,13 @@ class Method(ABC):
     def fit(self, context: FitContext) -> FitOutput:
         """The method's own loop (``own_loop = True``): train, return what to evaluate where."""
         raise NotImplementedError(f"method {self.name!r} trains per step; it has no own loop")
+
+    def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
+                       progress: Callable[[str], None] | None = None) -> list[ReleaseTrials]:
+        """The method's own release code run on a worst-case pair of neighbours, ``trials`` per world, at the noise
+        of ``self.calibration`` (which an audit may have scaled) and scored against the claim of ``claimed`` (what
+        ``bench audit --mechanism`` calls; THEORY.md, "Auditing"). A method without one has no mechanism audit."""
+        raise NotImplementedError(f"method {self.name!r} has no mechanism audit")
 
     # --- helpers -------------------------------------------------------------------------------------------
     def _need_calibration(self) -> tuple[PrivacySpec, Calibration]:

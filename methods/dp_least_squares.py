@@ -9,8 +9,10 @@ methods"."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
+import numpy as np
 import torch
 
 from inputdp.core.claims import RELATION_TEXT, RELATIONS, REPLACE_INPUT
@@ -19,7 +21,7 @@ from inputdp.core.errors import ConfigError
 
 from .accounting.calibration import InfeasibleTarget
 from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
-from .base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim
+from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from .features import check_clip, clipped_features, feature_map, set_linear_head
 
 
@@ -30,6 +32,16 @@ def sensitivities(clip: float, relation: str) -> tuple[float, float]:
     if relation == REPLACE_INPUT:
         return math.sqrt(2.0) * clip**2, 2.0 * clip
     return clip**2, clip
+
+
+def worst_pair(s_a: float, s_b: float, d_a: float, d_b: float, clip: float) -> tuple[float, float]:
+    """(cos theta, mu) of the pair x, x' of norm C at angle theta that moves (triu(X^T X), X^T Y) the most in units
+    of their noise (s_a d_a, s_b d_b), one input replaced with its label kept: |triu(xx^T - x'x'^T)|^2 =
+    C^4 (1 - c^2)(2 - c^2) and |x - x'|^2 = 2 C^2 (1 - c)."""
+    c = np.linspace(-1.0, 1.0, 20001)
+    mu2 = clip**4 * (1 - c**2) * (2 - c**2) / (s_a * d_a) ** 2 + 2 * clip**2 * (1 - c) / (s_b * d_b) ** 2
+    i = int(np.argmax(mu2))
+    return float(c[i]), float(math.sqrt(mu2[i]))
 
 
 class DPLeastSquares(Method):
@@ -99,6 +111,49 @@ class DPLeastSquares(Method):
         a = a + upper + torch.triu(noise, 1).T
         b = b + torch.randn(b.shape, generator=generator, dtype=torch.float64).to(b.device) * (s_b * d_b)
         return a, b
+
+    def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
+                       progress: Callable[[str], None] | None = None, rows: int = 400) -> list[ReleaseTrials]:
+        """``noisy_statistics`` on ``rows`` rows, row j in coordinates (2j, 2j + 1), label 0: x_j = C e_2j in one
+        world; in the other its replacement at the worst angle (or no row, add/remove). The score is the
+        likelihood-ratio projection of the release on the pair's difference, in units of that pair's mu."""
+        relation, clip = self.options["adjacency"], float(self.options["clip"])
+        d_a, d_b = sensitivities(clip, relation)
+        s_a, s_b = claimed.details["noise_multiplier_xtx"], claimed.details["noise_multiplier_xty"]
+        if relation == REPLACE_INPUT:
+            cos, mu_pair = worst_pair(s_a, s_b, d_a, d_b, clip)
+        else:
+            cos, mu_pair = 1.0, math.sqrt((clip**2 / (s_a * d_a)) ** 2 + (clip / (s_b * d_b)) ** 2)
+        sin = math.sqrt(max(0.0, 1 - cos**2))
+        g = torch.Generator().manual_seed(seed)
+        j = torch.arange(rows)
+        e, f = 2 * j, 2 * j + 1
+        mean_in = (clip**2, 0.0, 0.0, clip, 0.0)  # the pair's entries: A[e,e], A[e,f], A[f,f], B[e,0], B[f,0]
+        mean_out = ((clip**2 * cos**2, clip**2 * cos * sin, clip**2 * sin**2, clip * cos, clip * sin)
+                    if relation == REPLACE_INPUT else (0.0,) * 5)
+        stds = (s_a * d_a,) * 3 + (s_b * d_b,) * 2  # the claimed noise: the score's weights, not its validity
+        s_in, s_out = [], []
+        calls = max(1, math.ceil(trials / (rows // 2)))
+        for call in range(calls):
+            world = torch.zeros(rows, dtype=torch.bool)
+            world[torch.randperm(rows, generator=g)[: rows // 2]] = True
+            x = torch.zeros(rows, 2 * rows, dtype=torch.float64)
+            x[j, e] = clip
+            keep = torch.ones(rows, dtype=torch.bool) if relation == REPLACE_INPUT else world
+            if relation == REPLACE_INPUT:
+                x[~world, e[~world]], x[~world, f[~world]] = clip * cos, clip * sin
+            a, b = self.noisy_statistics(x[keep], torch.zeros(int(keep.sum()), dtype=torch.long), 1, g)
+            entries = (a[e, e], a[e, f], a[f, f], b[e, 0], b[f, 0])
+            score = sum((r - mo) * (mi - mo) / sd**2 for r, mo, mi, sd in zip(entries, mean_out, mean_in, stds))
+            score = (score / mu_pair).numpy()  # the claimed noise: out N(0, 1), in N(mu_pair, 1)
+            s_in.append(score[world.numpy()])
+            s_out.append(score[~world.numpy()])
+            if progress and (call + 1) % max(1, calls // 10) == 0:
+                progress(f"{self.name}: release {call + 1}/{calls}")
+        return [ReleaseTrials(release="one release of (X^T X, X^T Y)", relation=relation,
+                              scores_in=np.concatenate(s_in), scores_out=np.concatenate(s_out),
+                              mu_claim=1.0 / claimed.noise["noise_multiplier"],
+                              thresholds=tuple(t * mu_pair for t in AUDIT_THRESHOLDS))]
 
     def solve(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
         """Ridge from the noisy statistics, lambda = ridge x (std of A's noise) x sqrt(d): the noise matrix's spectral

@@ -8,6 +8,7 @@ vector. THEORY.md, "Sound input-private methods"."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -18,7 +19,7 @@ from inputdp.core.errors import ConfigError
 
 from .accounting.calibration import InfeasibleTarget
 from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
-from .base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim
+from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from .features import check_clip, clipped_features, feature_map, set_linear_head
 
 
@@ -72,6 +73,19 @@ class FeaturePerturbation(Method):
         _, cal = self._need_calibration()
         std = cal.noise["noise_multiplier"] * 2.0 * float(self.options["clip"])
         return x + torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device) * std
+
+    def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
+                       progress: Callable[[str], None] | None = None) -> list[ReleaseTrials]:
+        """``noisy_features`` on x = C e_1 (one world) and its replacement x' = -C e_1 (the other), a row a trial;
+        scores (r + C) / 2C: N(0, sigma^2) and N(1, sigma^2) under the claim."""
+        clip = float(self.options["clip"])
+        g = torch.Generator().manual_seed(seed)
+        x = torch.full((trials, 1), clip)
+        r_in = (self.noisy_features(x, g)[:, 0] + clip) / (2 * clip)
+        r_out = (self.noisy_features(-x, g)[:, 0] + clip) / (2 * clip)
+        return [ReleaseTrials(release="one example's noisy features", relation=REPLACE_INPUT,
+                              scores_in=r_in.numpy(), scores_out=r_out.numpy(),
+                              mu_claim=1.0 / claimed.noise["noise_multiplier"], thresholds=AUDIT_THRESHOLDS)]
 
     def fit(self, context: FitContext) -> FitOutput:
         data = context.data

@@ -151,6 +151,15 @@ def _data_labels(dataset: pd.Series, fingerprint: pd.Series, started: pd.Series)
     return pd.Series([labels.get((d, f), d) for d, f in zip(dataset, fp)], index=dataset.index)
 
 
+def _mechanism_columns(runs: pd.DataFrame) -> dict[str, pd.Series]:
+    """The claim's relation (every run) and what a mechanism audit run logs (``bench audit --mechanism``)."""
+    return {"adjacency": _col(runs, f"tags.{names.TAG_PRIVACY_ADJACENCY}", "").fillna(""),
+            "mechanism_release": _col(runs, f"tags.{names.TAG_MECHANISM_RELEASE}", "").fillna(""),
+            "mechanism_tightness": pd.to_numeric(_col(runs, "metrics.mechanism.tightness"), errors="coerce"),
+            "mechanism_verdict": _col(runs, f"tags.{names.TAG_MECHANISM_VERDICT}", "").fillna(""),
+            "noise_scale": pd.to_numeric(_col(runs, "params.noise_scale"), errors="coerce")}
+
+
 def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(training runs, audit runs), one row per run with plain column names."""
     if runs.empty:
@@ -198,12 +207,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "audit_mode": _col(runs, f"tags.{names.TAG_AUDIT_MODE}", "one_run").fillna("one_run"),
         "audit_runs": _col(runs, f"metrics.{names.METRIC_AUDIT_RUNS}"),
         "train_examples": _col(runs, f"params.{names.PARAM_TRAIN_EXAMPLES}"),
-        "adjacency": _col(runs, f"tags.{names.TAG_PRIVACY_ADJACENCY}", "").fillna(""),
-        "mechanism_release": _col(runs, f"tags.{names.TAG_MECHANISM_RELEASE}", "").fillna(""),
-        "mechanism_tightness": pd.to_numeric(_col(runs, "metrics.mechanism.tightness"), errors="coerce"),
-        "mechanism_verdict": _col(runs, f"tags.{names.TAG_MECHANISM_VERDICT}", "").fillna(""),
-        "noise_scale": pd.to_numeric(_col(runs, "params.noise_scale"), errors="coerce"),
         "kind": kind,
+        **_mechanism_columns(runs),
     })
     best_score = _col(runs, f"tags.{names.TAG_AUDIT_BEST_SCORE}")
     for threat in names.THREATS:

@@ -45,6 +45,10 @@ def test_the_bound_covers_the_truth_and_comes_close_to_it():
     assert max(got) < 1.0 and min(got) > 0.94
 
 
+def test_the_audited_methods_are_those_with_release_trials():
+    assert set(ma.audited_methods()) == {"dpsgd", "dp_least_squares", "feature_perturbation", "pate"}
+
+
 def test_scores_that_do_not_tell_the_worlds_apart_give_zero():
     rng = np.random.default_rng(1)
     b = ma.bounds(rng.normal(0, 1, 50_000), rng.normal(0, 1, 50_000), np.asarray(ma.THRESHOLDS), delta=1e-5)
@@ -88,7 +92,9 @@ def _sum_unclipped(self):
 def test_dp_least_squares_worst_pair_is_below_its_claimed_sensitivity():
     """Both sensitivities of (X^T X, X^T Y) are not reached by one pair: the worst angle's mu is below the claim's
     (the claim is conservative, the audit shows by how much)."""
-    c, mu = ma._worst_angle(math.sqrt(2), math.sqrt(2), math.sqrt(2), 2.0, 1.0)
+    from inputdp.methods.dp_least_squares import worst_pair
+
+    c, mu = worst_pair(math.sqrt(2), math.sqrt(2), math.sqrt(2), 2.0, 1.0)
     assert -0.3 < c < 0.0 and 0.85 < mu < 0.9  # at sigma 1: claimed mu 1
 
 

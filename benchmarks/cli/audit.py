@@ -86,7 +86,7 @@ def _mechanism_audit(args: argparse.Namespace) -> int:
     if given:
         raise ConfigError(f"{given[0]} is not allowed with --mechanism: the mechanism audit trains no model; it runs "
                           "the method's release on a constructed worst-case pair")
-    methods = list(ma.METHODS) if args.method == "all" else [m.strip() for m in args.method.split(",")]
+    methods = ma.audited_methods() if args.method == "all" else [m.strip() for m in args.method.split(",")]
     epsilons = parse_list(args.epsilons, float, "--epsilons") if args.epsilons else [args.epsilon]
     scales = parse_list(args.noise_scales, float, "--noise-scales") if args.noise_scales else [1.0]
     trials = ma.DEFAULT_TRIALS if args.trials is None else args.trials

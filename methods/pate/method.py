@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -40,7 +41,7 @@ from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value
 
 from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon, rdp_to_epsilon_classic
-from ..base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim
+from ..base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from . import aggregators, analysis
 from .smooth_sensitivity import sanitise, smooth_sensitivity
 from .student import train_semi_supervised, train_supervised
@@ -161,6 +162,36 @@ class PATE(Method):
                    "public unlabeled inputs"),
             needs_public_data=True,
         )
+
+    def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
+                       progress: Callable[[str], None] | None = None) -> list[ReleaseTrials]:
+        """The GNMax answer and the threshold check (``aggregators``), each on the vote histograms that k teachers'
+        votes move across its decision boundary: (n + k, n) against (n, n + k) for the answer (the difference moves
+        by 2k against noise sigma2 sqrt 2: claimed mu k sqrt 2 / sigma2), a top count T + k/2 against T - k/2 for
+        the check (k / sigma1). One vote (k = 1) is the claim's own pair, but at PATE's noise it moves the answer's
+        odds by about 1 / sigma2: no affordable number of trials resolves that, so k makes the claimed mu about 1.
+        A Gaussian's claim for a group of k is exactly k times one's: the noise is what is audited (THEORY.md)."""
+        rng = np.random.default_rng(seed)
+        sigma2, claimed2 = self.calibration.noise["sigma2"], claimed.noise["sigma2"]
+        k = max(1, round(claimed2 / math.sqrt(2.0)))
+        n = 10.0 * claimed2 + k  # far above 0: the answer is one of the two classes
+        a_in = aggregators.gnmax(np.tile([n + k, n], (trials, 1)), sigma2, rng)
+        a_out = aggregators.gnmax(np.tile([n, n + k], (trials, 1)), sigma2, rng)
+        out = [ReleaseTrials(release=f"one GNMax answer, {k} teachers' votes moved", relation="k votes moved",
+                             scores_in=(a_in == 0).astype(float), scores_out=(a_out == 0).astype(float),
+                             mu_claim=k * math.sqrt(2.0) / claimed2, thresholds=(0.5,))]
+        if "sigma1" in claimed.noise:
+            threshold = float(self.options["threshold"])
+            sigma1, claimed1 = self.calibration.noise["sigma1"], claimed.noise["sigma1"]
+            k1 = max(1, round(claimed1))
+            _, p_in = aggregators.confident_gnmax(np.tile([threshold + k1 / 2, 0.0], (trials, 1)), threshold,
+                                                  sigma1, sigma2, rng)
+            _, p_out = aggregators.confident_gnmax(np.tile([threshold - k1 / 2, 0.0], (trials, 1)), threshold,
+                                                   sigma1, sigma2, rng)
+            out.append(ReleaseTrials(release=f"one threshold check, {k1} teachers' votes moved",
+                                     relation="k votes moved", scores_in=p_in.astype(float),
+                                     scores_out=p_out.astype(float), mu_claim=k1 / claimed1, thresholds=(0.5,)))
+        return out
 
     def epsilon_spent(self, steps_done: int) -> float:
         """The data-independent epsilon of the first ``steps_done`` queries, every one counted as answered (each

@@ -151,6 +151,10 @@ def _data_labels(dataset: pd.Series, fingerprint: pd.Series, started: pd.Series)
     return pd.Series([labels.get((d, f), d) for d, f in zip(dataset, fp)], index=dataset.index)
 
 
+#: the runs that audit rather than train: a model's audit and a mechanism's
+AUDIT_KINDS = (names.KIND_AUDIT, names.KIND_MECHANISM_AUDIT)
+
+
 def _mechanism_columns(runs: pd.DataFrame) -> dict[str, pd.Series]:
     """The claim's relation (every run) and what a mechanism audit run logs (``bench audit --mechanism``)."""
     return {"adjacency": _col(runs, f"tags.{names.TAG_PRIVACY_ADJACENCY}", "").fillna(""),
@@ -218,11 +222,8 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         old = lb.isna() & best_score.notna() & (best_score.isin(BLACK_BOX) == (threat == "black_box"))
         out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
         out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
-    # a study's or sweep's parent run and a speed measurement hold no training
-    training = ~out["kind"].isin([names.KIND_AUDIT, names.KIND_MECHANISM_AUDIT, names.KIND_STUDY, names.KIND_SWEEP,
-                                  names.KIND_SPEED])
-    audited = out["kind"].isin([names.KIND_AUDIT, names.KIND_MECHANISM_AUDIT])
-    return out[training].copy(), out[audited].copy()
+    audited = out["kind"].isin(AUDIT_KINDS)  # and a study's or sweep's parent run, a speed run: no training
+    return out[~audited & ~out["kind"].isin([names.KIND_STUDY, names.KIND_SWEEP, names.KIND_SPEED])].copy(), out[audited].copy()
 
 
 def _threat(protects: str, needs_public: str) -> str:

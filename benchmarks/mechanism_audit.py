@@ -175,20 +175,48 @@ def check_mechanism_arguments(method: str, *, trials: int, noise_scale: float) -
 
 
 # --- the table and the store -----------------------------------------------------------------------------------
-COLUMNS = ["dataset", "preset", "method", "release", "relation", "epsilon_target", "run_epsilon", "delta",
-           "noise_scale", "trials_per_world", "mu_claim", "mu_lb", "epsilon_claim", "epsilon_empirical",
+COLUMNS = ["dataset", "preset", "method", "options", "release", "spec_epsilon", "run_epsilon", "delta",
+           "noise_scale", "trials_per_world", "seed", "mu_claim", "mu_lb", "epsilon_claim", "epsilon_empirical",
            "epsilon_free", "tightness", "verdict"]
+#: a summary row per audited release and noise, over the seeds
+GROUP = ["dataset", "preset", "method", "options", "release", "spec_epsilon", "noise_scale"]
 
 
 def line(row: dict[str, Any]) -> str:
     """One audit in one line, as the CLI prints it."""
-    return (f"{row['method']:<21} eps {row['epsilon_target']:g} x{row['noise_scale']:g} noise  {row['release']}: "
-            f"mu_lb {row['mu_lb']:.4f} of claimed {row['mu_claim']:.4f}, epsilon {row['epsilon_empirical']:.3f} "
-            f"of {row['epsilon_claim']:.3f} (family-free {row['epsilon_free']:.3f}) -> {row['verdict']}")
+    return (f"{row['method']:<21} eps {row['spec_epsilon']:g} x{row['noise_scale']:g} noise seed {row['seed']} "
+            f"{row['release']}: mu_lb {row['mu_lb']:.4f} of claimed {row['mu_claim']:.4f}, epsilon "
+            f"{row['epsilon_empirical']:.3f} of {row['epsilon_claim']:.3f} (family-free {row['epsilon_free']:.3f}) "
+            f"-> {row['verdict']}")
+
+
+def summary(rows: list[dict[str, Any]]):
+    """Per release and noise: the seeds, the median tightness (min and max), and the verdicts counted."""
+    import pandas as pd
+
+    df = pd.DataFrame(rows)
+    out = []
+    for key, g in df.groupby(GROUP, sort=False):
+        t = g["tightness"].astype(float)
+        verdicts = g["verdict"].str.replace(r"tight to .*", "tight", regex=True).str.replace(r"not tight.*",
+                                                                                            "not tight", regex=True)
+        out.append({**dict(zip(GROUP, key)), "seeds": len(g), "epsilon_claim": f"{g['epsilon_claim'].iloc[0]:.3f}",
+                    "median epsilon_empirical": f"{g['epsilon_empirical'].median():.3f}",
+                    "median tightness (min-max)": f"{t.median():.3f} ({t.min():.3f}-{t.max():.3f})",
+                    "verdicts": ", ".join(f"{v} x{n}" for v, n in verdicts.value_counts().items())})
+    return pd.DataFrame(out)
+
+
+def _markdown(df) -> str:
+    cols = list(df.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(str(v) for v in r) + " |" for r in df.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
 
 
 def write_table(rows: list[dict[str, Any]], folder: str) -> None:
-    """mechanism_audits.csv (every field) and mechanism_audits.md (the columns a reader needs) in ``folder``."""
+    """In ``folder``: mechanism_audits.csv (every field of every audit), mechanism_audits.md (the columns a reader
+    needs) and mechanism_summary.md (per release and noise over the seeds)."""
     from pathlib import Path
 
     import pandas as pd
@@ -202,9 +230,8 @@ def write_table(rows: list[dict[str, Any]], folder: str) -> None:
         shown[col] = [f"{v:.4f}" for v in shown[col]]
     for col in ("run_epsilon", "epsilon_claim", "epsilon_empirical", "epsilon_free", "tightness"):
         shown[col] = [f"{v:.3f}" for v in shown[col]]
-    header = "| " + " | ".join(COLUMNS) + " |\n|" + "---|" * len(COLUMNS) + "\n"
-    body = "".join("| " + " | ".join(str(v) for v in r) + " |\n" for r in shown.itertuples(index=False))
-    (out / "mechanism_audits.md").write_text(header + body)
+    (out / "mechanism_audits.md").write_text(_markdown(shown))
+    (out / "mechanism_summary.md").write_text(_markdown(summary(rows)))
 
 
 class MechanismStore:
@@ -224,15 +251,16 @@ class MechanismStore:
                 names.TAG_PRIVACY_ADJACENCY: row["adjacency"], names.TAG_MECHANISM_RELEASE: row["release"],
                 names.TAG_MECHANISM_VERDICT: row["verdict"]}
         run = self.client.create_run(self.experiment_id, run_name=f"mechanism-audit {row['method']} "
-                                     f"eps={row['epsilon_target']:g} x{row['noise_scale']:g}", tags=tags)
+                                     f"eps={row['spec_epsilon']:g} x{row['noise_scale']:g}", tags=tags)
         rid = run.info.run_id
-        for k, v in {names.PARAM_EPSILON: row["epsilon_target"], names.PARAM_DELTA: row["delta"],
+        for k, v in {names.PARAM_EPSILON: row["spec_epsilon"], names.PARAM_DELTA: row["delta"],
                      names.PARAM_SAMPLING_RATE: row["sampling_rate"], names.PARAM_STEPS: row["steps"],
-                     "noise_scale": row["noise_scale"], "trials_per_world": row["trials_per_world"]}.items():
+                     names.PARAM_NOISE_SCALE: row["noise_scale"],
+                     names.PARAM_MECHANISM_TRIALS: row["trials_per_world"]}.items():
             self.client.log_param(rid, k, str(v))
         for k in ("mu_claim", "mu_lb", "epsilon_claim", "epsilon_empirical", "epsilon_free", "tightness"):
             if math.isfinite(row[k]):
-                self.client.log_metric(rid, f"mechanism.{k}", float(row[k]))
+                self.client.log_metric(rid, names.METRIC_MECHANISM.format(k), float(row[k]))
         self.client.set_terminated(rid, "FINISHED")
         return rid
 

@@ -159,9 +159,10 @@ def _mechanism_columns(runs: pd.DataFrame) -> dict[str, pd.Series]:
     """The claim's relation (every run) and what a mechanism audit run logs (``bench audit --mechanism``)."""
     return {"adjacency": _col(runs, f"tags.{names.TAG_PRIVACY_ADJACENCY}", "").fillna(""),
             "mechanism_release": _col(runs, f"tags.{names.TAG_MECHANISM_RELEASE}", "").fillna(""),
-            "mechanism_tightness": pd.to_numeric(_col(runs, "metrics.mechanism.tightness"), errors="coerce"),
+            "mechanism_tightness": pd.to_numeric(_col(runs, "metrics." + names.METRIC_MECHANISM.format("tightness")),
+                                                   errors="coerce"),
             "mechanism_verdict": _col(runs, f"tags.{names.TAG_MECHANISM_VERDICT}", "").fillna(""),
-            "noise_scale": pd.to_numeric(_col(runs, "params.noise_scale"), errors="coerce")}
+            "noise_scale": pd.to_numeric(_col(runs, f"params.{names.PARAM_NOISE_SCALE}"), errors="coerce")}
 
 
 def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:

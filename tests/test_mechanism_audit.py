@@ -137,6 +137,7 @@ def test_cli_writes_the_table_and_the_leaderboard_says_tight(tmp_path, capsys):
     assert "-> refuted" in printed and "-> tight to" in printed
     table = (tmp_path / "out" / "mechanism_audits.md").read_text()
     assert table.count("\n") == 4 and "| refuted |" in table
+    assert "tight x1" in (tmp_path / "out" / "mechanism_summary.md").read_text()
     train, audits = tidy(load_runs(uri))
     assert len(train) == 1 and len(audits) == 2
     board = leaderboard(train, audits)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import math
 import sys
@@ -102,20 +103,21 @@ def _mechanism_audit(args: argparse.Namespace) -> int:
                                                       method_options=parse_options(args.option, [m])))
             create_method(m, dict(config.method_options)).calibrate(config.privacy)  # refused here, in one line
             jobs.append((m, config))
+    seeds = parse_list(args.seeds, int, "--seeds") if args.seeds else [args.seed]
     store = None if args.no_track else ma.MechanismStore(args.tracking_uri, args.experiment)
     rows = []
-    for m, config in jobs:
-        for s in scales:
-            say = None if args.json else (lambda text: print(f"  {text}", file=sys.stderr, flush=True))
-            for r in ma.audit_mechanism(m, config.privacy, dict(config.method_options), trials=trials,
-                                        noise_scale=s, seed=args.seed, progress=say):
-                row = {"dataset": config.dataset, "preset": args.preset, "epsilon_target": config.privacy.epsilon,
-                       "sampling_rate": config.privacy.sampling_rate, "steps": config.privacy.steps, **r.row()}
-                rows.append(row)
-                if store is not None:
-                    store.log(row, config)
-                if not args.json:
-                    print(ma.line(row), flush=True)
+    for (m, config), s, seed in itertools.product(jobs, scales, seeds):
+        say = None if args.json else (lambda text: print(f"  {text}", file=sys.stderr, flush=True))
+        for r in ma.audit_mechanism(m, config.privacy, dict(config.method_options), trials=trials, noise_scale=s,
+                                    seed=seed, progress=say):
+            row = {"dataset": config.dataset, "preset": args.preset, "spec_epsilon": config.privacy.epsilon,
+                   "sampling_rate": config.privacy.sampling_rate, "steps": config.privacy.steps, "seed": seed,
+                   "options": ",".join(f"{k}={v}" for k, v in sorted(config.method_options.items())), **r.row()}
+            rows.append(row)
+            if store is not None:
+                store.log(row, config)
+            if not args.json:
+                print(ma.line(row), flush=True)
     if args.json:
         print(json.dumps(rows))
     if args.out:
@@ -240,6 +242,7 @@ class Audit:
         p.add_argument("--epsilons", help="--mechanism: a comma-separated list of epsilons (default: --epsilon)")
         p.add_argument("--noise-scales", help="--mechanism: the noise given to the implementation as multiples of "
                        "its calibrated noise, the claim kept (default 1; 0.5 must be refuted)")
+        p.add_argument("--seeds", help="--mechanism: a comma-separated list of seeds (default: --seed)")
         p.add_argument("--trials", type=int, help="--mechanism: trials per world (default 400000)")
         p.add_argument("--out", help="--mechanism: write the table (mechanism_audits.csv and .md) to this folder")
         p.add_argument("--runs", type=int, help="a multi-run audit: N training runs (even), half with one canary, "

@@ -184,9 +184,10 @@ class PATE(Method):
             threshold = float(self.options["threshold"])
             sigma1, claimed1 = self.calibration.noise["sigma1"], claimed.noise["sigma1"]
             k1 = max(1, round(claimed1))
-            _, p_in = aggregators.confident_gnmax(np.tile([threshold + k1 / 2, 0.0], (trials, 1)), threshold,
+            low = threshold - k1 / 2 - 10 * claimed1  # the other class: never the top count in either world
+            _, p_in = aggregators.confident_gnmax(np.tile([threshold + k1 / 2, low], (trials, 1)), threshold,
                                                   sigma1, sigma2, rng)
-            _, p_out = aggregators.confident_gnmax(np.tile([threshold - k1 / 2, 0.0], (trials, 1)), threshold,
+            _, p_out = aggregators.confident_gnmax(np.tile([threshold - k1 / 2, low], (trials, 1)), threshold,
                                                    sigma1, sigma2, rng)
             out.append(ReleaseTrials(release=f"one threshold check, {k1} teachers' votes moved",
                                      relation="k votes moved", scores_in=p_in.astype(float),

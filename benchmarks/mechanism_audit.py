@@ -214,9 +214,10 @@ def _markdown(df) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_table(rows: list[dict[str, Any]], folder: str) -> None:
+def write_table(rows: list[dict[str, Any]], folder: str, *, append: bool = False) -> None:
     """In ``folder``: mechanism_audits.csv (every field of every audit), mechanism_audits.md (the columns a reader
-    needs) and mechanism_summary.md (per release and noise over the seeds)."""
+    needs) and mechanism_summary.md (per release and noise over the seeds); ``append`` keeps the rows already there
+    that this run did not measure again."""
     from pathlib import Path
 
     import pandas as pd
@@ -224,7 +225,13 @@ def write_table(rows: list[dict[str, Any]], folder: str) -> None:
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)
+    if append and (out / "mechanism_audits.csv").exists():  # the earlier rows, less those this run measured again
+        old = pd.read_csv(out / "mechanism_audits.csv", keep_default_na=False)
+        key = [*GROUP, "seed"]
+        again = old[key].astype(str).agg("|".join, axis=1).isin(set(df[key].astype(str).agg("|".join, axis=1)))
+        df = pd.concat([old[~again], df], ignore_index=True)
     df.to_csv(out / "mechanism_audits.csv", index=False)
+    rows = df.to_dict("records")
     shown = df[COLUMNS].copy()
     for col in ("mu_claim", "mu_lb"):
         shown[col] = [f"{v:.4f}" for v in shown[col]]

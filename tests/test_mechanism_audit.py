@@ -144,3 +144,20 @@ def test_cli_writes_the_table_and_the_leaderboard_says_tight(tmp_path, capsys):
     (row,) = board.to_dict("records")
     assert row["verdict"].startswith("tight to ") and "at the mechanism (one step" in row["verdict"]
     assert row["mechanism audit"].startswith("tight to ")
+
+
+def test_append_keeps_the_rows_not_measured_again(tmp_path):
+    import pandas as pd
+
+    def rows(method: str, seeds, tightness: float):
+        return [{"dataset": "mnist", "preset": "cpu", "method": method, "options": "", "release": "r",
+                 "spec_epsilon": 1.0, "run_epsilon": 1.0, "delta": 1e-5, "noise_scale": 1.0,
+                 "trials_per_world": 1000, "seed": s, "mu_claim": 1.0, "mu_lb": tightness, "epsilon_claim": 4.0,
+                 "epsilon_empirical": 4.0 * tightness, "epsilon_free": 1.0, "tightness": tightness,
+                 "verdict": f"tight to {tightness:.2f}"} for s in seeds]
+
+    ma.write_table(rows("a", [0, 1], 0.9) + rows("b", [0], 0.8), str(tmp_path))
+    ma.write_table(rows("b", [0], 0.95), str(tmp_path), append=True)
+    df = pd.read_csv(tmp_path / "mechanism_audits.csv")
+    assert len(df) == 3 and sorted(df[df["method"] == "b"]["tightness"]) == [0.95]
+    assert "0.950 (0.950-0.950)" in (tmp_path / "mechanism_summary.md").read_text()

@@ -121,7 +121,7 @@ def _mechanism_audit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
     if args.out:
-        ma.write_table(rows, args.out)
+        ma.write_table(rows, args.out, append=args.append)
     return 1 if any(r["refuted"] and r["noise_scale"] == 1.0 for r in rows) else 0
 
 
@@ -245,6 +245,8 @@ class Audit:
         p.add_argument("--seeds", help="--mechanism: a comma-separated list of seeds (default: --seed)")
         p.add_argument("--trials", type=int, help="--mechanism: trials per world (default 400000)")
         p.add_argument("--out", help="--mechanism: write the table (mechanism_audits.csv and .md) to this folder")
+        p.add_argument("--append", action="store_true", help="--mechanism --out: keep the rows already in the "
+                       "folder's table that this run does not measure again")
         p.add_argument("--runs", type=int, help="a multi-run audit: N training runs (even), half with one canary, "
                        "half without; --score names its one score (auto: "
                        "exclusive_weight_change for exclusive_support on mlp, else loss)")

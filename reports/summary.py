@@ -47,11 +47,32 @@ def study_table(folder: Path) -> list[str]:
     return lines
 
 
+def mechanism_table(folder: Path) -> list[str]:
+    """The mechanism audits (``mechanism_audits.csv``): per preset, method and options, the median over seeds of the
+    loosest release's tightness at each epsilon, and how many audits at half the noise were refuted."""
+    df = pd.read_csv(folder / "mechanism_audits.csv", keep_default_na=False)
+    df["options"] = [", ".join(o for o in str(v).split(",") if o and o != "accountant=pld") for v in df["options"]]
+    lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): each method's own "
+             "release on a worst-case pair; tight to X = empirical / claimed epsilon of the release (median of the "
+             "seeds, loosest release); at half the calibrated noise every audit must be refuted",
+             "", "| preset | method | options | tight to, at each epsilon | half the noise: refuted |", "|---|---|---|---|---|"]
+    for (preset, method, options), g in df.groupby(["preset", "method", "options"], sort=False):
+        calibrated = g[g["noise_scale"].astype(float) == 1.0]
+        loosest = calibrated.groupby(["spec_epsilon", "seed"])["tightness"].min().groupby("spec_epsilon").median()
+        tight = "; ".join(f"eps {e:g}: {t:.2f}" for e, t in loosest.items())
+        halved = g[g["noise_scale"].astype(float) == 0.5]
+        refuted = int(halved["refuted"].astype(str).eq("True").sum())
+        lines.append(f"| {preset} | {method} | {options} | {tight} | {refuted}/{len(halved)} |")
+    return lines
+
+
 def summary(reports: Path = ROOT) -> str:
-    """Every committed study's table, in name order, between the markers."""
+    """Every committed study's table, in name order, between the markers; then the mechanism audits."""
     parts = [BEGIN]
     for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
         parts += ["", *study_table(folder)]
+    for folder in sorted(p for p in reports.iterdir() if (p / "mechanism_audits.csv").exists()):
+        parts += ["", *mechanism_table(folder)]
     return "\n".join([*parts, "", END])
 
 

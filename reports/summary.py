@@ -56,13 +56,16 @@ def mechanism_table(folder: Path) -> list[str]:
              "release on a worst-case pair; tight to X = empirical / claimed epsilon of the release (median of the "
              "seeds, loosest release); at half the calibrated noise every audit must be refuted",
              "", "| preset | method | options | tight to, at each epsilon | half the noise: refuted |", "|---|---|---|---|---|"]
+    rows: dict[tuple[str, str, str, str], list[str]] = {}  # option sets with the same figures share a row
     for (preset, method, options), g in df.groupby(["preset", "method", "options"], sort=False):
         calibrated = g[g["noise_scale"].astype(float) == 1.0]
         loosest = calibrated.groupby(["spec_epsilon", "seed"])["tightness"].min().groupby("spec_epsilon").median()
         tight = "; ".join(f"eps {e:g}: {t:.2f}" for e, t in loosest.items())
         halved = g[g["noise_scale"].astype(float) == 0.5]
-        refuted = int(halved["refuted"].astype(str).eq("True").sum())
-        lines.append(f"| {preset} | {method} | {options} | {tight} | {refuted}/{len(halved)} |")
+        refuted = f"{int(halved['refuted'].astype(str).eq('True').sum())}/{len(halved)}"
+        rows.setdefault((preset, method, tight, refuted), []).append(options or "(defaults)")
+    for (preset, method, tight, refuted), options in rows.items():
+        lines.append(f"| {preset} | {method} | {'; '.join(options)} | {tight} | {refuted} each |")
     return lines
 
 

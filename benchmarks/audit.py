@@ -18,6 +18,7 @@ test). When one run cannot hold enough canaries, ``audit_runs`` trains many runs
 from __future__ import annotations
 
 import copy
+import dataclasses
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -35,17 +36,19 @@ from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
 
 from .harness import model_for, run
+from .models.canary_inputs import CanaryInputs, extra_channels
 from .resolve import ResolvedRun, resolved
 
-CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch", "exclusive_support")
+CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch", "exclusive_support", "canary_inputs")
 SCORES = ("loss", "margin", "reference_rank", "gradient_alignment", "relearn", "first_layer_projection",
-          "exclusive_weight_change")
-#: the scores a plain ``--score all`` means for the canary kinds other than ``exclusive_support``
-GENERAL_SCORES = SCORES[:-1]
-BLACK_BOX = ("loss", "margin", "reference_rank")
+          "exclusive_weight_change", "canary_input_change")
 #: scores whose guesses are fixed before the run (every canary guessed, "in" iff the score is above 0): one test
-#: each, whatever m, instead of one per k of the grid
-ONE_TEST = ("exclusive_weight_change",)
+#: each, whatever m, instead of one per k of the grid; each needs its own canary kind
+ONE_TEST = ("exclusive_weight_change", "canary_input_change")
+ONE_TEST_KIND = {"exclusive_weight_change": "exclusive_support", "canary_input_change": "canary_inputs"}
+#: the scores a plain ``--score all`` means for the canary kinds that have no one-test score
+GENERAL_SCORES = tuple(s for s in SCORES if s not in ONE_TEST)
+BLACK_BOX = ("loss", "margin", "reference_rank")
 WHITE_BOX = tuple(s for s in SCORES if s not in BLACK_BOX)
 BETA = 0.05
 #: random-pattern canaries: pixel spread as a multiple of the training data's. Measured on MNIST (cpu preset,
@@ -53,6 +56,8 @@ BETA = 0.05
 #: in), 1.5x 2.89, 2x 3.13 (seeds 1, 2: 3.56, 3.24), 2.5x 2.94, 3x 2.94, 4x 1.68, 6x 0.09, 10x 0.00: from 4x on
 #: the model learns to answer near-uniformly for any noise image and memorises almost none.
 PATTERN_SCALE = 2.0
+#: the value of canary j on its own coordinate (``canary_inputs``); every other example holds 0 there
+CANARY_INPUT_VALUE = 1.0
 #: fresh canaries per audit that no run trains on: the null population of the ``reference_rank`` score
 REFERENCE_SIZE = 5000
 #: the ``relearn`` score: full-batch plain gradient steps on all m canaries (in and out alike) from the trained
@@ -178,6 +183,9 @@ def resolve_scores(text: str, canary_kind: str, model: str) -> tuple[str, ...]:
 
     if text not in ("auto", "all"):
         return tuple(t.strip() for t in text.split(",") if t.strip())
+    if canary_kind == "canary_inputs":  # any model: the coordinates are read by a map of their own
+        decisive = ("canary_input_change",)
+        return decisive if text == "auto" else tuple(s for s in GENERAL_SCORES if s != "reference_rank") + decisive
     if canary_kind != "exclusive_support":
         return GENERAL_SCORES
     dense = MODELS.get(model).dense_input
@@ -209,17 +217,27 @@ def check_arguments(*, canary_kind: str, canaries: int, pattern_scale: float, sc
         if score not in SCORES:
             raise ConfigError(f"score {score!r} is not allowed: choose auto, all or one of {', '.join(SCORES)}")
     scores = scores or ()
-    if "exclusive_weight_change" in scores:
-        if canary_kind != "exclusive_support":
-            raise ConfigError(f"score 'exclusive_weight_change' is not allowed with {canary_kind} canaries: it "
-                              "scores a canary by the weights of its own input coordinates; use --canary-kind "
-                              "exclusive_support")
-        if model is not None:
-            _check_dense(model)
-    if canary_kind == "exclusive_support" and "reference_rank" in scores:
-        raise ConfigError("score 'reference_rank' is not allowed with exclusive_support canaries: the blank "
-                          "coordinates are all taken by the canaries, so no fresh canary of that kind is left to "
-                          "rank against")
+    for score, kind in ONE_TEST_KIND.items():
+        if score in scores and canary_kind != kind:
+            raise ConfigError(f"score {score!r} is not allowed with {canary_kind} canaries: it scores a canary by "
+                              f"the weights of its own input coordinates; use --canary-kind {kind}")
+    if "exclusive_weight_change" in scores and model is not None:
+        _check_dense(model)
+    if canary_kind in ("exclusive_support", "canary_inputs") and "reference_rank" in scores:
+        raise ConfigError(f"score 'reference_rank' is not allowed with {canary_kind} canaries: every coordinate of "
+                          "their own is taken by a canary, so no fresh canary of that kind is left to rank against")
+
+
+def check_canary_inputs(config: RunConfig, method) -> None:
+    """What ``canary_inputs`` canaries need of the run: a method that trains the model's features (not a fixed map
+    at initialisation) and images that are not augmented (a crop or flip would move the canaries' coordinates)."""
+    if method.capabilities.fixed_features:
+        raise ConfigError(f"canary kind 'canary_inputs' is not allowed for {config.method}: its model reads the data "
+                          "through features fixed at initialisation, which would read the canaries' coordinates "
+                          "through a zero map; audit its release with bench audit --mechanism")
+    if config.augment or method.augments_inputs:
+        raise ConfigError(f"canary kind 'canary_inputs' is not allowed with augmented images ({config.method}, "
+                          f"augment={config.augment}): a crop or flip moves each canary's own coordinate onto another's")
 
 
 def _check_dense(model: str) -> None:
@@ -268,6 +286,8 @@ def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_sca
     check_arguments(canary_kind=kind, canaries=m, pattern_scale=pattern_scale, minimum=1)
     if kind == "exclusive_support":
         return _exclusive_support(data, m, seed)
+    if kind == "canary_inputs":
+        return _canary_inputs(data, m, seed)
     if m >= data.train_size:
         raise ConfigError(f"canaries={m!r} is not allowed: it must be an integer in [1, {data.train_size})")
     g = torch.Generator().manual_seed(10_000 + seed)
@@ -325,6 +345,31 @@ def _exclusive_support(data: TensorData, m: int, seed: int) -> Canaries:
     y = torch.randint(0, info.num_classes, (m,), generator=g).to(device)
     included = (torch.rand(m, generator=g) < 0.5).numpy()
     return Canaries(x, y, included, "exclusive_support", data, support=[c for c in chosen])
+
+
+def _canary_inputs(data: TensorData, m: int, seed: int) -> Canaries:
+    """m canaries with an input coordinate each of their own, appended to every image (as extra channels, zero in
+    every example of the data): canary j is a blank image with ``CANARY_INPUT_VALUE`` on coordinate j, a fixed
+    random label. The data's info says how many coordinates were appended, so the model built for it is widened
+    (benchmarks/models/canary_inputs.py). Any image shape takes any m."""
+    info = data.info
+    c, h, w = data.shape
+    e = extra_channels(m, h, w)
+    device = data.x_train.device
+
+    def widen(x: torch.Tensor) -> torch.Tensor:
+        return torch.cat([x, x.new_zeros((x.shape[0], e, h, w))], dim=1)
+
+    base = TensorData(dataclasses.replace(info, canary_inputs=m), widen(data.x_train), data.y_train,
+                      widen(data.x_test), data.y_test, notes=data.notes)
+    g = torch.Generator().manual_seed(10_000 + seed)
+    blank = torch.tensor(blank_value(info), dtype=data.x_train.dtype, device=device).view(1, -1, 1, 1)
+    coords = torch.zeros((m, e * h * w), dtype=data.x_train.dtype, device=device)
+    coords[torch.arange(m), torch.arange(m)] = CANARY_INPUT_VALUE
+    x = torch.cat([blank.expand(m, c, h, w), coords.view(m, e, h, w)], dim=1)
+    y = torch.randint(0, info.num_classes, (m,), generator=g).to(device)
+    included = (torch.rand(m, generator=g) < 0.5).numpy()
+    return Canaries(x, y, included, "canary_inputs", base)
 
 
 def with_canaries(canaries: Canaries) -> TensorData:
@@ -402,7 +447,9 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
       of the first layer responds to the canary's input (independent of its label);
     - ``exclusive_weight_change`` (exclusive-support canaries, a dense first layer): the norm of the first
       layer's change theta_T - theta_0 on the canary's own input coordinates. Without the canary and without
-      noise on the parameters it is exactly 0.
+      noise on the parameters it is exactly 0;
+    - ``canary_input_change`` (``canary_inputs`` canaries, any model): the same for the widened model's map of
+      the canary's own appended coordinate.
     """
     initial = copy.deepcopy(final)
     initial.load_state_dict(initial_state)
@@ -419,7 +466,18 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
         if support is None:
             raise ConfigError("score 'exclusive_weight_change' needs exclusive_support canaries")
         out["exclusive_weight_change"] = exclusive_weight_change(final, initial, support)
+    if "canary_input_change" in wanted:
+        out["canary_input_change"] = canary_input_change(final, initial)
     return out
+
+
+def canary_input_change(final: nn.Module, initial: nn.Module) -> np.ndarray:
+    """||A_T[:, j] - A_0[:, j]|| for each canary j, A the widened model's map of the canaries' own coordinates.
+    Without canary j and without noise on the parameters it is exactly 0."""
+    if not isinstance(final, CanaryInputs) or not isinstance(initial, CanaryInputs):
+        raise ConfigError("score 'canary_input_change' needs a model widened for canary_inputs canaries")
+    change = (final.canary_weight.detach() - initial.canary_weight.detach()).double()
+    return change.norm(dim=0).cpu().numpy()
 
 
 def exclusive_weight_change(final: nn.Module, initial: nn.Module, support: Sequence[torch.Tensor]) -> np.ndarray:
@@ -550,14 +608,17 @@ def audit(config: ResolvedRun | RunConfig, *, canaries: int = 1000, canary_kind:
         scores = resolve_scores(scores, canary_kind, config.model)
     check_arguments(canary_kind=canary_kind, canaries=canaries, pattern_scale=pattern_scale, scores=scores,
                     model=config.model)
+    if canary_kind == "canary_inputs":
+        check_canary_inputs(config, r.method())
     perf = perf or PerfFlags(progress=False)
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=perf.resolve_device(),
                                 train_examples=config.train_examples, test_examples=config.test_examples)
     made = make_canaries(canary_kind, data, canaries, config.seed, pattern_scale=pattern_scale)
-    result = run(r, perf, tracker, data=with_canaries(made), keep_model=True)
+    train = with_canaries(made)
+    result = run(r, perf, tracker, data=train, keep_model=True)
     # score on a plain copy of the trained model: a method's wrapper (Opacus' per-sample hooks) stays out
-    model = model_for(config, data.info, result.norm).to(made.x.device)
+    model = model_for(config, train.info, result.norm).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
     values: dict[str, np.ndarray] = {}
     values.update(black_box_scores(model, made.x, made.y, made.x_ref, made.y_ref))

@@ -35,6 +35,7 @@ from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, 
 
 from .memory import PeakMemory
 from .models import MODELS, build_model
+from .models.canary_inputs import CanaryInputs
 from .resolve import ResolvedRun, resolved
 from .sampling import batch_generator, epoch_lengths, poisson_batches
 
@@ -201,9 +202,13 @@ def zero_head(model: nn.Module) -> None:
 
 
 def model_for(config: RunConfig, info: DatasetInfo, norm: str) -> nn.Module:
-    """The configuration's model, untrained, for a data set (dense-input models measure from its blank pixel)."""
-    return build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
-                       norm=norm, width=config.model_width, input_zero=blank_value(info))
+    """The configuration's model, untrained, for a data set (dense-input models measure from its blank pixel),
+    widened to read the canaries' own coordinates when the data carry them (an audit's ``canary_inputs``)."""
+    model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
+                        norm=norm, width=config.model_width, input_zero=blank_value(info))
+    if info.canary_inputs:
+        model = CanaryInputs(model, channels=info.channels, extra=info.canary_inputs)
+    return model
 
 
 #: the scattering transform runs fastest on large batches (CPU: 1.15x faster at 4096 than at 1000 images)

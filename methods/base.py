@@ -120,6 +120,11 @@ class Capabilities:
     #: True when the method takes public inputs from the test split (PATE's student): a run that evaluates on
     #: held-out training examples instead (``RunConfig.holdout``) would hand it private ones, so it is refused
     public_inputs_from_test: bool = False
+    #: True when the released model reads the data through the model's ``features`` at initialisation, never
+    #: trained (the sound input-private methods): coordinates an audit appends for its canaries would enter through
+    #: a map that is zero at initialisation and stays so, so that audit is refused for it (its release is audited at
+    #: the mechanism, ``release_trials``)
+    fixed_features: bool = False
 
     @property
     def compilable(self) -> bool:

@@ -47,7 +47,7 @@ def worst_pair(s_a: float, s_b: float, d_a: float, d_b: float, clip: float) -> t
 class DPLeastSquares(Method):
     name = "dp_least_squares"
     option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "split": 0.5, "ridge": 2.0}
-    capabilities = Capabilities(own_loop=True, variant_options=("adjacency", "ridge", "split"))
+    capabilities = Capabilities(own_loop=True, variant_options=("adjacency", "ridge", "split"), fixed_features=True)
 
     def __init__(self, **options: Any):
         super().__init__(**options)

@@ -26,7 +26,7 @@ from .features import check_clip, clipped_features, feature_map, set_linear_head
 class FeaturePerturbation(Method):
     name = "feature_perturbation"
     option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "ridge": 1.0}
-    capabilities = Capabilities(own_loop=True, variant_options=("ridge",))
+    capabilities = Capabilities(own_loop=True, variant_options=("ridge",), fixed_features=True)
 
     def __init__(self, **options: Any):
         super().__init__(**options)

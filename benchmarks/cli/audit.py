@@ -15,7 +15,7 @@ from .common import DATASET_HELP, add_executor_flags, executor_options, parse_op
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """``bench audit``: one run with m canaries (or, with --runs, N runs), the data checked before the store."""
-    from inputdp.benchmarks.audit import BLACK_BOX, PATTERN_SCALE, audit, check_arguments, resolve_scores
+    from inputdp.benchmarks.audit import BLACK_BOX, PATTERN_SCALE, audit, check_arguments, check_canary_inputs, resolve_scores
     from inputdp.benchmarks.models import MODELS
     from inputdp.benchmarks.sweep import Overrides, build_config, check_feasible, resolve_methods
     from inputdp.benchmarks.tracking import MLflowTracker
@@ -47,6 +47,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     scores = resolve_scores(args.score, args.canary_kind, config.model)
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
                     model=config.model)
+    if args.canary_kind == "canary_inputs":
+        check_canary_inputs(config, resolution.method())
     from inputdp.benchmarks.sweep import with_checked_data
 
     # the audit, like the run it concerns, names its data by content (read and checked before the store is opened)
@@ -135,6 +137,9 @@ def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
     from inputdp.core.config import PerfFlags
 
     check_runs(args.runs)
+    if args.canary_kind == "canary_inputs":
+        raise ConfigError("--canary-kind canary_inputs is not allowed with --runs: its canaries' coordinates widen "
+                          "the model of one run; give --canaries M for a one-run audit (any M)")
     if args.executor not in EXECUTORS:
         raise ConfigError(f"--executor {args.executor!r} is not allowed: choose one of {', '.join(EXECUTORS)}")
     if args.score == "auto":
@@ -214,13 +219,16 @@ class Audit:
         p.add_argument("--preset", default="cpu")
         p.add_argument("--canaries", type=int, help="one-run audit: how many canaries (default 1000)")
         p.add_argument("--canary-kind", default="random_pattern",
-                       help="mislabeled | random_pattern | blank_patch | exclusive_support")
+                       help="mislabeled | random_pattern | blank_patch | exclusive_support | canary_inputs (an input "
+                       "coordinate of its own for each canary, appended to every image: the decisive white-box test "
+                       "on any data set and model)")
         p.add_argument("--pattern-scale", type=float, default=None,
                        help="random_pattern canaries: pixel spread as a multiple of the data's (default 2)")
         p.add_argument("--score", default="auto",
                        help="auto (exclusive_support on a dense model: exclusive_weight_change alone; else every "
-                       "general score), all, or a comma-separated list of loss, margin, reference_rank, "
-                       "gradient_alignment, relearn, first_layer_projection, exclusive_weight_change")
+                       "general score; canary_inputs: canary_input_change alone), all, or a comma-separated list of "
+                       "loss, margin, reference_rank, gradient_alignment, relearn, first_layer_projection, "
+                       "exclusive_weight_change, canary_input_change")
         p.add_argument("--model", help="override the preset's model (exclusive_weight_change needs a dense one: mlp)")
         p.add_argument("--model-width", type=int)
         p.add_argument("--train-examples", type=int, help="train on a fixed subset of this many examples")

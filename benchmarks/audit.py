@@ -35,6 +35,7 @@ from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
 
+from . import fdp_bound
 from .harness import model_for, run
 from .models.canary_inputs import CanaryInputs, extra_channels
 from .resolve import ResolvedRun, resolved
@@ -117,12 +118,31 @@ def k_grid(m: int) -> list[int]:
 
 @dataclass
 class ScoreOutcome:
+    """One score's strongest test: Steinke et al.'s bound (``epsilon_lb``, at the k it was reached) and, over the
+    same tests at the same level, the f-DP bounds (benchmarks/fdp_bound.py): ``fdp_epsilon_lb`` against the
+    (epsilon, delta) trade-off curve (refutes any (epsilon, delta) claim) and ``gdp_mu_lb`` (refutes a mu-GDP one)."""
+
     score: str
     epsilon_lb: float
     ceiling: float
     k: int
     guesses: int
     correct: int
+    fdp_epsilon_lb: float = 0.0
+    fdp_ceiling: float = 0.0
+    gdp_mu_lb: float = 0.0
+
+    @property
+    def decides(self) -> str:
+        """Which of the two (epsilon, delta) bounds is the larger: "f-DP" or "Steinke" (ties: Steinke)."""
+        return "f-DP" if self.fdp_epsilon_lb > self.epsilon_lb + 1e-3 else "Steinke"
+
+
+def fdp_bounds(*, r: int, v: int, m: int, delta: float, level: float) -> tuple[float, float, float]:
+    """(f-DP epsilon lower bound, its ceiling (every guess right), mu-GDP lower bound) of v right among r guesses."""
+    return (fdp_bound.eps_lower_bound(m=m, guesses=r, correct=v, tau=level, delta=delta),
+            fdp_bound.eps_lower_bound(m=m, guesses=r, correct=r, tau=level, delta=delta),
+            fdp_bound.mu_lower_bound(m=m, guesses=r, correct=v, tau=level))
 
 
 def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, beta: float, n_tests: int,
@@ -131,6 +151,7 @@ def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, 
     m = len(scores)
     order = np.argsort(-scores, kind="stable")
     best = ScoreOutcome(score, 0.0, 0.0, 0, 0, 0)
+    fdp = (0.0, 0.0, 0.0)
     for k in k_grid(m):
         guessed_in, guessed_out = order[:k], order[-k:]
         v = int(included[guessed_in].sum() + (~included[guessed_out]).sum())
@@ -141,7 +162,9 @@ def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, 
         # shown is the most this score could have shown
         if (lb, ceiling) > (best.epsilon_lb, best.ceiling) or best.k == 0:
             best = ScoreOutcome(score, lb, ceiling, k, r, v)
-    return best
+        # the f-DP bounds of the same test, each the strongest over the grid (every test is in the family)
+        fdp = tuple(max(a, b) for a, b in zip(fdp, fdp_bounds(r=r, v=v, m=m, delta=delta, level=beta / n_tests)))
+    return dataclasses.replace(best, fdp_epsilon_lb=fdp[0], fdp_ceiling=fdp[1], gdp_mu_lb=fdp[2])
 
 
 def bound_fixed_guesses(scores: np.ndarray, included: np.ndarray, *, delta: float, beta: float, n_tests: int,
@@ -151,7 +174,8 @@ def bound_fixed_guesses(scores: np.ndarray, included: np.ndarray, *, delta: floa
     v = int(((scores > 0) == included).sum())
     lb = epsilon_lower_bound(r=m, v=v, m=m, delta=delta, beta=beta / n_tests)
     ceiling = epsilon_lower_bound(r=m, v=m, m=m, delta=delta, beta=beta / n_tests)
-    return ScoreOutcome(score, lb, ceiling, m, m, v)
+    fdp = fdp_bounds(r=m, v=v, m=m, delta=delta, level=beta / n_tests)
+    return ScoreOutcome(score, lb, ceiling, m, m, v, *fdp)
 
 
 def count_tests(scores: Sequence[str], m: int) -> int:
@@ -566,6 +590,7 @@ class AuditResult:
     scope: str
     run_id: str | None = None
     tests: int = 0  # the size of the Bonferroni family
+    delta: float = 1e-5  # the claim's delta, at which every bound is stated
 
     @property
     def best(self) -> ScoreOutcome:
@@ -591,8 +616,13 @@ class AuditResult:
             names.METRIC_EPSILON_LB_CEILING: b.ceiling, "canaries": self.canaries, "guesses": b.guesses, "correct": b.correct,
             "score": b.score, names.TAG_CANARY_KIND: self.canary_kind, names.METRIC_TEST_ACCURACY: self.test_accuracy, "k": b.k,
             "scope": self.scope, "run_id": self.run_id, "tests": self.tests, "family": self.family(),
+            "fdp_epsilon_lb": max(o.fdp_epsilon_lb for o in self.outcomes),
+            "gdp_mu_lb": max(o.gdp_mu_lb for o in self.outcomes),
             "per_score": {o.score: {names.METRIC_EPSILON_LB: o.epsilon_lb, "ceiling": o.ceiling, "k": o.k, "guesses": o.guesses,
-                                    "correct": o.correct} for o in self.outcomes},
+                                    "correct": o.correct, "fdp_epsilon_lb": o.fdp_epsilon_lb,
+                                    "fdp_ceiling": o.fdp_ceiling, "gdp_mu_lb": o.gdp_mu_lb,
+                                    "gdp_epsilon": fdp_bound.gdp_epsilon(o.gdp_mu_lb, self.delta),
+                                    "decides": o.decides} for o in self.outcomes},
         }
 
 
@@ -631,7 +661,7 @@ def audit(config: ResolvedRun | RunConfig, *, canaries: int = 1000, canary_kind:
         values[s], made.included, delta=delta, beta=beta, n_tests=n_tests, score=s) for s in scores]
     out = AuditResult(config.method, config.privacy.epsilon, canary_kind, canaries,
                       result.metrics[names.METRIC_FINAL_TEST_ACCURACY], outcomes, result.claim.scope,
-                      getattr(tracker, "run_id", None), tests=n_tests)
+                      getattr(tracker, "run_id", None), tests=n_tests, delta=delta)
     if tracker is not None and tracker.run_id is not None:
         _log_audit(tracker, out)
     return out
@@ -647,6 +677,10 @@ def _log_audit(tracker, out: AuditResult) -> None:
         if o is not None:
             metrics[names.METRIC_THREAT_BOUND.format(threat)] = o.epsilon_lb
             metrics[names.METRIC_THREAT_CEILING.format(threat)] = o.ceiling
+            pool = [p for p in out.outcomes if (p.score in BLACK_BOX) == (threat == "black_box")]
+            metrics[names.METRIC_THREAT_FDP_BOUND.format(threat)] = max(p.fdp_epsilon_lb for p in pool)
+            metrics[names.METRIC_THREAT_FDP_CEILING.format(threat)] = max(p.fdp_ceiling for p in pool)
+            metrics[names.METRIC_THREAT_GDP_MU.format(threat)] = max(p.gdp_mu_lb for p in pool)
     for o in out.outcomes:
         metrics[names.METRIC_AUDIT_SCORE_BOUND.format(o.score)] = o.epsilon_lb
         metrics[names.METRIC_AUDIT_SCORE_CEILING.format(o.score)] = o.ceiling

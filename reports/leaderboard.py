@@ -223,6 +223,21 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         old = lb.isna() & best_score.notna() & (best_score.isin(BLACK_BOX) == (threat == "black_box"))
         out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
         out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
+        # the f-DP bounds of the same guesses (audits logged before them have none)
+        out[f"fdp_{threat}"] = pd.to_numeric(_col(runs, f"metrics.{names.METRIC_THREAT_FDP_BOUND.format(threat)}"),
+                                             errors="coerce")
+        out[f"fdp_ceiling_{threat}"] = pd.to_numeric(
+            _col(runs, f"metrics.{names.METRIC_THREAT_FDP_CEILING.format(threat)}"), errors="coerce")
+        out[f"gdp_mu_{threat}"] = pd.to_numeric(_col(runs, f"metrics.{names.METRIC_THREAT_GDP_MU.format(threat)}"),
+                                                errors="coerce")
+        # what the verdicts read: the larger of the two (epsilon, delta) bounds, and which one it is
+        steinke = pd.to_numeric(out[f"lb_{threat}"], errors="coerce")
+        fdp_wins = out[f"fdp_{threat}"].fillna(-1.0) > steinke.fillna(-1.0) + 1e-3
+        out[f"decides_{threat}"] = np.where(steinke.isna() & out[f"fdp_{threat}"].isna(), "",
+                                            np.where(fdp_wins, "f-DP", "Steinke"))
+        out[f"best_{threat}"] = steinke.where(~fdp_wins, out[f"fdp_{threat}"])
+        out[f"best_ceiling_{threat}"] = np.fmax(pd.to_numeric(out[f"ceiling_{threat}"], errors="coerce"),
+                                                out[f"fdp_ceiling_{threat}"])
     audited = out["kind"].isin(AUDIT_KINDS)  # and a study's or sweep's parent run, a speed run: no training
     return out[~audited & ~out["kind"].isin([names.KIND_STUDY, names.KIND_SWEEP, names.KIND_SPEED])].copy(), out[audited].copy()
 
@@ -435,25 +450,28 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
     for i, r in board.iterrows():
         hit = _same_claim(audits, r) if audits is not None and not audits.empty else pd.DataFrame()
         claimed = float(r["epsilon"])
-        best_lb, best_threat, ceiling = -1.0, "", 0.0
+        best_lb, best_threat, ceiling, decides = -1.0, "", 0.0, ""
         for threat in names.THREATS:
             got = hit[hit[f"lb_{threat}"].notna()] if not hit.empty else hit
             if got.empty:
                 continue
-            lb = float(got[f"lb_{threat}"].astype(float).max())
+            # the larger of Steinke's and the f-DP bound of each audit (both refute an (epsilon, delta) claim)
+            lb = float(got[f"best_{threat}"].astype(float).max())
             board.loc[i, f"{threat}_lb"] = lb
-            board.loc[i, f"{threat}_ceiling"] = float(got[f"ceiling_{threat}"].astype(float).max())
+            board.loc[i, f"{threat}_ceiling"] = float(got[f"best_ceiling_{threat}"].astype(float).max())
             board.loc[i, f"{threat}_audits"] = len(got)
             board.loc[i, f"{threat}_kinds"] = "; ".join(sorted(set(_audit_label(a) for a in got.itertuples())))
-            ceiling = max(ceiling, float(got[f"ceiling_{threat}"].astype(float).max()))
+            ceiling = max(ceiling, float(got[f"best_ceiling_{threat}"].astype(float).max()))
             if lb > best_lb:
                 best_lb, best_threat = lb, threat
+                decides = str(got.loc[got[f"best_{threat}"].astype(float).idxmax(), f"decides_{threat}"])
         word, text = _mechanism_verdict(_same_mechanism(mech, r)) if math.isfinite(claimed) else ("", "")
         board.loc[i, "mechanism audit"] = text
         if not math.isfinite(claimed):
             audited = "no claim (reference)" if best_threat else ""
         elif best_threat and best_lb > claimed:
-            audited = f"claim refuted for the released model ({best_threat.replace('_', '-')} {best_lb:.2f} > {claimed:g})"
+            audited = (f"claim refuted for the released model ({best_threat.replace('_', '-')} {best_lb:.2f} > "
+                       f"{claimed:g}, {decides})")
         elif word == "refuted":
             audited = f"claim {text}"
         elif word == "tight":
@@ -495,10 +513,19 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
         lb, ceiling = getattr(a, f"lb_{threat}"), getattr(a, f"ceiling_{threat}")
         return "" if pd.isna(lb) else f"{float(lb):.2f} (ceiling {float(ceiling):.2f})"
 
+    def fdp_cell(a, threat: str) -> str:
+        lb, ceiling = getattr(a, f"fdp_{threat}"), getattr(a, f"fdp_ceiling_{threat}")
+        mu = getattr(a, f"gdp_mu_{threat}")
+        if pd.isna(lb):
+            return ""
+        return f"{float(lb):.2f} (ceiling {float(ceiling):.2f}); mu >= {float(mu):.2f}"
+
     for a in audits.sort_values(["dataset", "method", "epsilon", "model", "audit_mode"]).itertuples():
 
         claimed = float(a.epsilon)
-        best = max((float(v) for v in (a.lb_black_box, a.lb_white_box) if not pd.isna(v)), default=math.nan)
+        best = max((float(v) for v in (a.best_black_box, a.best_white_box) if not pd.isna(v)), default=math.nan)
+        decides = a.decides_white_box if (pd.isna(a.best_black_box) or (not pd.isna(a.best_white_box)
+                                          and float(a.best_white_box) >= float(a.best_black_box))) else a.decides_black_box
         verdict = ("no claim" if not math.isfinite(claimed) else "" if math.isnan(best)
                    else "refuted" if best > claimed else "not refuted")
         subset = "all" if pd.isna(a.train_examples) or str(a.train_examples) in ("0", "") else str(a.train_examples)
@@ -509,7 +536,8 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
                      "audit": ("multi-run" + ("" if pd.isna(a.audit_runs) else f", {int(a.audit_runs)} runs"))
                      if a.audit_mode == "multi_run" else "one run",
                      "black-box epsilon_lb": cell(a, "black_box"), "white-box epsilon_lb": cell(a, "white_box"),
-                     "verdict": verdict})
+                     "black-box f-DP": fdp_cell(a, "black_box"), "white-box f-DP": fdp_cell(a, "white_box"),
+                     "decides": decides if verdict else "", "verdict": verdict})
     return pd.DataFrame(rows)
 
 

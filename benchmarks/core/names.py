@@ -152,6 +152,11 @@ METRIC_AUDIT_SCORE_BOUND = "epsilon_lb.{}"  # .format(score): each score's bound
 METRIC_AUDIT_SCORE_CEILING = "ceiling.{}"  # .format(score): and its ceiling
 METRIC_THREAT_BOUND = "epsilon_lb.{}"  # .format(threat): the strongest bound of a threat model (THREATS)
 METRIC_THREAT_CEILING = "epsilon_lb_ceiling.{}"  # .format(threat): and its ceiling
+#: .format(threat): the f-DP bound (Mahloujifar et al. 2024) of the same tests against the (epsilon, delta) trade-off
+#: curve, its ceiling, and the mu-GDP lower bound (a claim of mu-GDP only)
+METRIC_THREAT_FDP_BOUND = "epsilon_lb_fdp.{}"
+METRIC_THREAT_FDP_CEILING = "epsilon_lb_fdp_ceiling.{}"
+METRIC_THREAT_GDP_MU = "mu_lb_gdp.{}"
 #: the strongest bound among the scores of one threat model (black_box: outputs only; white_box: parameters),
 #: with its ceiling: ``epsilon_lb.black_box``, ``epsilon_lb_ceiling.white_box``, ...
 THREATS = ("black_box", "white_box")

@@ -70,14 +70,24 @@ class AuditPlan:
     def label(self) -> str:
         return f"{self.canary_kind} x{self.canaries}" + (f" on {self.model}" if self.model else "")
 
+    def applies(self, r: ResolvedRun) -> bool:
+        """Whether this audit can test the row: canaries with coordinates of their own need a method that trains
+        the model's features on images that are not augmented (the others are audited at the mechanism)."""
+        if self.canary_kind != "canary_inputs":
+            return True
+        method = r.method()
+        return not (method.capabilities.fixed_features or method.augments_inputs or r.config.augment)
+
 
 @dataclass(frozen=True, kw_only=True)
 class Study(Entry):
     parts: tuple[StudyPart, ...]
     #: the audits of every private row: by default 1,000 random-pattern canaries on the row's own model (every
-    #: general score: a black-box and a white-box bound) and the exclusive-support test on an MLP (67 canaries: the
-    #: white-box test that decides, THEORY.md, "Auditing")
-    audits: tuple[AuditPlan, ...] = (AuditPlan(), AuditPlan(canary_kind="exclusive_support", canaries=67, model="mlp"))
+    #: general score: a black-box and a white-box bound), the exclusive-support test on an MLP (67 canaries) and
+    #: 1,000 canaries with input coordinates of their own on the row's own model (the white-box tests that decide,
+    #: THEORY.md, "Auditing"; the last for the rows whose method trains its features on unaugmented images)
+    audits: tuple[AuditPlan, ...] = (AuditPlan(), AuditPlan(canary_kind="exclusive_support", canaries=67, model="mlp"),
+                                     AuditPlan(canary_kind="canary_inputs"))
     #: what the study is for, and what it leaves out (shown by ``bench study list``)
     note: str = ""
 
@@ -112,10 +122,10 @@ STUDIES.register(Study(
     parts=(StudyPart(dataset="fashionmnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS,
                      seeds_by_method=_LONG_RUNS, speed_steps=0),),
     # no exclusive-support test: no pixel of Fashion-MNIST is blank in all 60,000 training images (0 free
-    # coordinates; MNIST has 67), so the canaries have no support of their own. Random patterns give both bounds.
-    audits=(AuditPlan(),),
-    note="own-best view, as mnist-best; audited by random patterns only (no pixel is blank in every training image, "
-         "so the exclusive-support test has no room)"))
+    # coordinates; MNIST has 67); the canaries' own appended coordinates give the white-box test that decides
+    audits=(AuditPlan(), AuditPlan(canary_kind="canary_inputs")),
+    note="own-best view, as mnist-best; audited by random patterns and by canaries with input coordinates of their "
+         "own (no pixel is blank in every training image, so the exclusive-support test has no room)"))
 STUDIES.register(Study(
     name="pate-paper", target="",
     summary="PATE in the paper's MNIST setting (250 teachers, Confident-GNMax) over eps 1, 2, 4, 8, 3 seeds",
@@ -218,7 +228,7 @@ def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = N
     for r in runs:
         out.add(_label(r), runs_with_key(mlflow_client, exp, r.key(perf)) if exp else [])
     for plan in study.audits:
-        for r in audited(runs):
+        for r in (r for r in audited(runs) if plan.applies(r)):
             target = plan.of(r)
             target = target.with_config(with_checked_data(target.config))
             out.add(f"audit ({plan.label()}) of {_label(r)}",
@@ -307,7 +317,7 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
     from .tracking import MLflowTracker
 
     done = []
-    for plan, r in [(plan, r) for plan in study.audits for r in audited(runs)]:
+    for plan, r in [(plan, r) for plan in study.audits for r in audited(runs) if plan.applies(r)]:
         r = plan.of(r)
         r = r.with_config(with_checked_data(r.config))
         tracker = MLflowTracker(tracking_uri, study.name)

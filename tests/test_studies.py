@@ -20,9 +20,14 @@ def test_the_published_studies_are_declared():
     private_methods = {r.config.method for r in private}
     # each private method at each epsilon, by each of the study's audits:
     assert len(audited(cpu)) == 2 * len(private_methods) == 12
-    plans = STUDIES.get("mnist-cpu").audits  # random patterns on the row's model, exclusive support on an MLP
+    # random patterns on the row's model, exclusive support on an MLP, the canaries' own coordinates on the row's
+    plans = STUDIES.get("mnist-cpu").audits
     assert [(p.canary_kind, p.canaries, p.model) for p in plans] == [("random_pattern", 1000, None),
-                                                                    ("exclusive_support", 67, "mlp")]
+                                                                    ("exclusive_support", 67, "mlp"),
+                                                                    ("canary_inputs", 1000, None)]
+    # ... the last for every method that trains its features (the fixed-feature methods are audited at the mechanism)
+    assert {r.config.method for r in audited(cpu) if plans[2].applies(r)} == {
+        "dirichlet_softmax", "dpsgd", "gaussian_penultimate", "pate"}
     for name in ("mnist-best", "fashionmnist-best"):
         runs = configurations(STUDIES.get(name))
         assert {r.config.privacy.epsilon for r in runs if r.config.privacy.is_private} == {1.0, 2.93}
@@ -157,4 +162,4 @@ def test_the_declared_exclusive_support_audits_fit_their_data(shared_data):
     for name in ("mnist-cpu", "mnist-best", "fashionmnist-best"):
         study = STUDIES.get(name)
         check_audits(study, configurations(study, str(shared_data)))  # refuses what does not fit
-    assert [p.canary_kind for p in STUDIES.get("fashionmnist-best").audits] == ["random_pattern"]
+    assert [p.canary_kind for p in STUDIES.get("fashionmnist-best").audits] == ["random_pattern", "canary_inputs"]

@@ -252,9 +252,11 @@ def check_arguments(*, canary_kind: str, canaries: int, pattern_scale: float, sc
                           "their own is taken by a canary, so no fresh canary of that kind is left to rank against")
 
 
-def check_canary_inputs(config: RunConfig, method) -> None:
+def check_canary_inputs(canary_kind: str, config: RunConfig, method) -> None:
     """What ``canary_inputs`` canaries need of the run: a method that trains the model's features (not a fixed map
     at initialisation) and images that are not augmented (a crop or flip would move the canaries' coordinates)."""
+    if canary_kind != "canary_inputs":
+        return
     if method.capabilities.fixed_features:
         raise ConfigError(f"canary kind 'canary_inputs' is not allowed for {config.method}: its model reads the data "
                           "through features fixed at initialisation, which would read the canaries' coordinates "
@@ -455,7 +457,7 @@ def black_box_scores(model: nn.Module, x: torch.Tensor, y: torch.Tensor, x_ref: 
 
 
 def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x: torch.Tensor,
-                     y: torch.Tensor, wanted: Sequence[str] = WHITE_BOX[:-1],
+                     y: torch.Tensor, wanted: Sequence[str] | None = None,
                      support: Sequence[torch.Tensor] | None = None) -> dict[str, np.ndarray]:
     """Scores for an adversary who holds the initial and the trained parameters (those in ``wanted`` only).
 
@@ -475,6 +477,7 @@ def white_box_scores(final: nn.Module, initial_state: dict[str, torch.Tensor], x
     - ``canary_input_change`` (``canary_inputs`` canaries, any model): the same for the widened model's map of
       the canary's own appended coordinate.
     """
+    wanted = tuple(s for s in WHITE_BOX if s not in ONE_TEST) if wanted is None else wanted
     initial = copy.deepcopy(final)
     initial.load_state_dict(initial_state)
     initial.eval()
@@ -638,8 +641,7 @@ def audit(config: ResolvedRun | RunConfig, *, canaries: int = 1000, canary_kind:
         scores = resolve_scores(scores, canary_kind, config.model)
     check_arguments(canary_kind=canary_kind, canaries=canaries, pattern_scale=pattern_scale, scores=scores,
                     model=config.model)
-    if canary_kind == "canary_inputs":
-        check_canary_inputs(config, r.method())
+    check_canary_inputs(canary_kind, config, r.method())
     perf = perf or PerfFlags(progress=False)
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=perf.resolve_device(),

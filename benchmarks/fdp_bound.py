@@ -1,5 +1,5 @@
 """The f-DP one-run bound of Mahloujifar, Melis & Chaudhuri (2024, "Auditing f-Differential Privacy in One Run";
-THEORY.md, "The f-DP bound from the same guesses").
+THEORY.md, "Auditing": the f-DP bound from the same guesses).
 
 The same guessing game as Steinke, Nasr & Jagielski's: m canaries, each in with probability 1/2, c' guesses of which
 c are right. For a mechanism that is f-DP with respect to each canary, the masses

@@ -215,6 +215,13 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "kind": kind,
         **_mechanism_columns(runs),
     })
+    _threat_bounds(runs, out)
+    audited = out["kind"].isin(AUDIT_KINDS)  # and a study's or sweep's parent run, a speed run: no training
+    return out[~audited & ~out["kind"].isin([names.KIND_STUDY, names.KIND_SWEEP, names.KIND_SPEED])].copy(), out[audited].copy()
+
+
+def _threat_bounds(runs: pd.DataFrame, out: pd.DataFrame) -> None:
+    """Each threat model's bound and ceiling (Steinke's), and the f-DP bounds of the same guesses, into ``out``."""
     best_score = _col(runs, f"tags.{names.TAG_AUDIT_BEST_SCORE}")
     for threat in names.THREATS:
         lb = _col(runs, f"metrics.{names.METRIC_EPSILON_LB}.{threat}")
@@ -224,22 +231,10 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
         out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
         # the f-DP bounds of the same guesses (audits logged before them have none)
-        out[f"fdp_{threat}"] = pd.to_numeric(_col(runs, f"metrics.{names.METRIC_THREAT_FDP_BOUND.format(threat)}"),
-                                             errors="coerce")
-        out[f"fdp_ceiling_{threat}"] = pd.to_numeric(
-            _col(runs, f"metrics.{names.METRIC_THREAT_FDP_CEILING.format(threat)}"), errors="coerce")
-        out[f"gdp_mu_{threat}"] = pd.to_numeric(_col(runs, f"metrics.{names.METRIC_THREAT_GDP_MU.format(threat)}"),
-                                                errors="coerce")
-        # what the verdicts read: the larger of the two (epsilon, delta) bounds, and which one it is
-        steinke = pd.to_numeric(out[f"lb_{threat}"], errors="coerce")
-        fdp_wins = out[f"fdp_{threat}"].fillna(-1.0) > steinke.fillna(-1.0) + 1e-3
-        out[f"decides_{threat}"] = np.where(steinke.isna() & out[f"fdp_{threat}"].isna(), "",
-                                            np.where(fdp_wins, "f-DP", "Steinke"))
-        out[f"best_{threat}"] = steinke.where(~fdp_wins, out[f"fdp_{threat}"])
-        out[f"best_ceiling_{threat}"] = np.fmax(pd.to_numeric(out[f"ceiling_{threat}"], errors="coerce"),
-                                                out[f"fdp_ceiling_{threat}"])
-    audited = out["kind"].isin(AUDIT_KINDS)  # and a study's or sweep's parent run, a speed run: no training
-    return out[~audited & ~out["kind"].isin([names.KIND_STUDY, names.KIND_SWEEP, names.KIND_SPEED])].copy(), out[audited].copy()
+        for col, metric in ((f"fdp_{threat}", names.METRIC_THREAT_FDP_BOUND),
+                            (f"fdp_ceiling_{threat}", names.METRIC_THREAT_FDP_CEILING),
+                            (f"gdp_mu_{threat}", names.METRIC_THREAT_GDP_MU)):
+            out[col] = pd.to_numeric(_col(runs, f"metrics.{metric.format(threat)}"), errors="coerce")
 
 
 def _threat(protects: str, needs_public: str) -> str:
@@ -392,9 +387,30 @@ def _same_claim(audits: pd.DataFrame, row) -> pd.DataFrame:
 
 
 def _model_audits(audits: pd.DataFrame | None) -> pd.DataFrame | None:
-    if audits is None or audits.empty or "kind" not in audits.columns:
+    if audits is None or audits.empty:
         return audits
-    return audits[audits["kind"] != names.KIND_MECHANISM_AUDIT]
+    if "kind" in audits.columns:
+        audits = audits[audits["kind"] != names.KIND_MECHANISM_AUDIT]
+    return _with_best_bounds(audits)
+
+
+def _with_best_bounds(audits: pd.DataFrame) -> pd.DataFrame:
+    """Per threat model, what the verdicts read: the larger of Steinke's bound and the f-DP bound on the (epsilon,
+    delta) curve of the same guesses (both refute an (epsilon, delta) claim; audits logged before the f-DP bound
+    have Steinke's alone), its ceiling, and which of the two it is."""
+    audits = audits.copy()
+    for threat in names.THREATS:
+        for col in (f"fdp_{threat}", f"fdp_ceiling_{threat}", f"gdp_mu_{threat}"):
+            if col not in audits.columns:
+                audits[col] = np.nan
+        steinke = pd.to_numeric(audits[f"lb_{threat}"], errors="coerce")
+        fdp = pd.to_numeric(audits[f"fdp_{threat}"], errors="coerce")
+        fdp_wins = fdp.fillna(-1.0) > steinke.fillna(-1.0) + 1e-3
+        audits[f"decides_{threat}"] = np.where(steinke.isna() & fdp.isna(), "", np.where(fdp_wins, "f-DP", "Steinke"))
+        audits[f"best_{threat}"] = steinke.where(~fdp_wins, fdp)
+        audits[f"best_ceiling_{threat}"] = np.fmax(pd.to_numeric(audits[f"ceiling_{threat}"], errors="coerce"),
+                                                   pd.to_numeric(audits[f"fdp_ceiling_{threat}"], errors="coerce"))
+    return audits
 
 
 def _mechanism_audits(audits: pd.DataFrame | None) -> pd.DataFrame:

@@ -149,7 +149,7 @@ def test_audits_join_their_claim_under_both_threat_models(store):
     assert row["black_box_lb"] == pytest.approx(0.1) and row["black_box_audits"] == 1
     assert row["white_box_lb"] == pytest.approx(3.2) and row["white_box_audits"] == 3
     assert row["white_box_kinds"] == "exclusive_support on mlp; exclusive_support on mlp, 400 runs; random_pattern on small_cnn"
-    assert row["verdict"].endswith("; claim refuted for the released model (white-box 3.20 > 1)")
+    assert row["verdict"].endswith("; claim refuted for the released model (white-box 3.20 > 1, Steinke)")
     row4 = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 4)].iloc[0]
     assert row4["verdict"].endswith("; not refuted (ceiling 2.90)") and row4["black_box_lb"] == pytest.approx(0.4)
     gp = board[(board["method"] == "gaussian_penultimate") & (board["epsilon"] == 1)].iloc[0]
@@ -162,6 +162,16 @@ def test_audits_join_their_claim_under_both_threat_models(store):
     table = audit_table(audits.assign(preset="cpu", q=0.01, T=100, seed="0", train_examples=["0"] * 6 + ["5000"]))
     assert len(table) == 7 and set(table["verdict"]) == {"refuted", "not refuted", "no claim"}
     assert table.iloc[-1]["train examples"] == "5000"
+    # the f-DP bound of the same guesses decides where it is the larger: eps 4's 0.2 white-box becomes 4.3 > 4
+    with_fdp = audits.assign(fdp_white_box=[math.nan, math.nan, math.nan, 4.3, math.nan, math.nan, math.nan],
+                             fdp_ceiling_white_box=[math.nan, math.nan, math.nan, 5.8, math.nan, math.nan, math.nan])
+    row4 = leaderboard(train, with_fdp)
+    row4 = row4[(row4["method"] == "dirichlet_softmax") & (row4["epsilon"] == 4)].iloc[0]
+    assert row4["verdict"].endswith("; claim refuted for the released model (white-box 4.30 > 4, f-DP)")
+    assert row4["white_box_ceiling"] == pytest.approx(5.8)
+    fdp_table = audit_table(with_fdp.assign(preset="cpu", q=0.01, T=100, seed="0", train_examples="0"))
+    eps4 = fdp_table[(fdp_table["method"] == "dirichlet_softmax") & (fdp_table["epsilon"] == "4")].iloc[0]
+    assert eps4["decides"] == "f-DP" and eps4["verdict"] == "refuted" and eps4["white-box f-DP"].startswith("4.30")
 
 
 def test_bench_report_writes_files(store, tmp_path, capsys):

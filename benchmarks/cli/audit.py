@@ -47,8 +47,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     scores = resolve_scores(args.score, args.canary_kind, config.model)
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
                     model=config.model)
-    if args.canary_kind == "canary_inputs":
-        check_canary_inputs(config, resolution.method())
+    check_canary_inputs(args.canary_kind, config, resolution.method())
     from inputdp.benchmarks.sweep import with_checked_data
 
     # the audit, like the run it concerns, names its data by content (read and checked before the store is opened)

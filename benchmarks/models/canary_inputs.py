@@ -1,5 +1,5 @@
-"""A model widened by input coordinates that belong to an audit's canaries alone (THEORY.md, "Canaries with input
-coordinates of their own").
+"""A model widened by input coordinates that belong to an audit's canaries alone (THEORY.md, "Auditing": canaries
+with input coordinates of their own).
 
 The data gain ``extra`` coordinates, laid out as ``ceil(extra / (H W))`` more channels of the image (zero in every
 example of the data set; canary j is 1 on coordinate j and 0 elsewhere, so no two canaries share one). The model

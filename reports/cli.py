@@ -13,6 +13,8 @@ def cmd_report(args: argparse.Namespace) -> int:
     study) logged as an MLflow table on the study's parent run."""
     from pathlib import Path
 
+    import pandas as pd
+
     from inputdp.benchmarks.tracking import check_tracking_uri
 
     from .leaderboard import leaderboard, load_runs, tidy, write_report
@@ -23,11 +25,12 @@ def cmd_report(args: argparse.Namespace) -> int:
     check_tracking_uri(args.tracking_uri, write=False)
     runs = load_runs(args.tracking_uri, args.experiment)
     train, audits = tidy(runs)
-    if train.empty:
+    if train.empty and audits.empty:
         raise ConfigError(f"no finished runs in experiment {args.experiment!r} of the store: run `bench run` first")
     from .leaderboard import speed_ratios
 
-    board = leaderboard(train, audits, speed_ratios(runs))
+    # a store of audits alone (bench audit into its own experiment) gets its audit table and an empty leaderboard
+    board = leaderboard(train, audits, speed_ratios(runs)) if not train.empty else pd.DataFrame()
     try:
         files = write_report(board, out, stamp=args.stamp, audits=audits)
     except OSError as err:

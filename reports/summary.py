@@ -69,11 +69,38 @@ def mechanism_table(folder: Path) -> list[str]:
     return lines
 
 
+#: the canary kind whose audits the README shows of a study of model audits (the rest is in the study's README)
+DECISIVE = "canary_inputs"
+
+
+def model_audit_table(folder: Path, kind: str = DECISIVE) -> list[str]:
+    """A study of model audits alone (``audits.csv``, no leaderboard): per audit with ``kind`` canaries, the
+    white-box bounds (Steinke's and the f-DP one from the same guesses, with the ceiling) and the verdict."""
+    df = pd.read_csv(folder / "audits.csv", keep_default_na=False, dtype=str)
+    df = df.rename(columns={"white-box epsilon_lb": "steinke", "white-box f-DP": "fdp"})
+    df = df[df["canary"] == kind].sort_values(["dataset", "preset", "method", "epsilon"], kind="stable")
+    lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): the white-box "
+             f"test that decides ({kind}: 1,000 canaries, each with an input coordinate of its own), on the row's "
+             "own model; Steinke et al.'s bound and the f-DP bound of the same guesses (the larger decides), ceiling "
+             "in brackets; every audit of the study in its README", "",
+             "| data set | preset | model | method | epsilon | Steinke | f-DP | verdict |",
+             "|---|---|---|---|---|---|---|---|"]
+    for r in df.itertuples():
+        fdp = r.fdp.split(";")[0]  # without the mu-GDP bound
+        lines.append(f"| {r.dataset} | {r.preset} | {r.model} | {r.method} | {r.epsilon} | {r.steinke} | {fdp} | "
+                     f"{r.verdict} |")
+    return lines
+
+
 def summary(reports: Path = ROOT) -> str:
-    """Every committed study's table, in name order, between the markers; then the mechanism audits."""
+    """Every committed study's table, in name order, between the markers; then the studies of model audits alone
+    and the mechanism audits."""
     parts = [BEGIN]
     for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
         parts += ["", *study_table(folder)]
+    for folder in sorted(p for p in reports.iterdir()
+                         if (p / "audits.csv").exists() and not (p / "leaderboard.csv").exists()):
+        parts += ["", *model_audit_table(folder)]
     for folder in sorted(p for p in reports.iterdir() if (p / "mechanism_audits.csv").exists()):
         parts += ["", *mechanism_table(folder)]
     return "\n".join([*parts, "", END])

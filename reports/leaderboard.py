@@ -10,6 +10,7 @@ and a verdict against the claim.
 from __future__ import annotations
 
 import hashlib
+import html as html_lib
 import math
 import re
 from dataclasses import dataclass
@@ -21,6 +22,7 @@ import pandas as pd
 
 from inputdp.benchmarks.audit import BLACK_BOX
 from inputdp.core import names
+from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT
 from inputdp.methods import reference_method
 
 #: one leaderboard row per recipe and budget: runs at another (q, T) are another configuration, not more seeds
@@ -562,12 +564,23 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
 #: process left and is not shown
 MEMORY = "peak memory MB (how measured)"
 #: the table read at a glance: one row per (data set, method and recipe, epsilon), in the order a reader asks
-GLANCE = ["dataset", "method", "epsilon", "accuracy % (n)", "speed (x non-private)", "the claim and what it covers",
-          "black-box epsilon_lb", "white-box epsilon_lb", "verdict"]
+#: short cells only: which accountant, the neighbouring relation, whether the epsilon is a guarantee of the released
+#: model, the two bounds and the verdict in a few words; the full texts are in the details (and, in the HTML, each
+#: short cell's tooltip: TOOLTIPS)
+GLANCE = ["dataset", "method", "epsilon", "accuracy % (n)", "speed (x non-private)", "accountant", "relation",
+          "guarantee", "black-box lb", "white-box lb", "verdict"]
 #: and its details, row for row
-DETAILS = ["dataset", "method", "epsilon", "preset", "view", "model", "q", "T", "delta", "accountant", "seeds",
+DETAILS = ["dataset", "method", "epsilon", "preset", "view", "model", "q", "T", "delta", "seeds",
            "configs tried", "median_epoch_time_s", MEMORY, "epsilon_spent", "vectors spend at least",
-           "paper's accountant at this noise", "sanitised data-dependent epsilon", "threat_model", "mechanism audit"]
+           "paper's accountant at this noise", "sanitised data-dependent epsilon", "threat_model",
+           "the claim and what it covers", "black-box epsilon_lb", "white-box epsilon_lb", "mechanism audit",
+           "verdict in full"]
+#: the glance table's short cells and the full text each one's HTML tooltip shows
+TOOLTIPS = {"accountant": "the claim and what it covers", "guarantee": "the claim and what it covers",
+            "black-box lb": "black-box epsilon_lb", "white-box lb": "white-box epsilon_lb", "verdict": "verdict in full"}
+#: the neighbouring relations, as the glance table names them (a run logs the relation's key or its text)
+RELATION_SHORT = {ADD_REMOVE: "add/remove", REPLACE_INPUT: "replace one input",
+                  RELATION_TEXT[ADD_REMOVE]: "add/remove", RELATION_TEXT[REPLACE_INPUT]: "replace one input"}
 COLUMNS = ["dataset", "preset", "view", "model", "method", "epsilon", "accountant", "delta", "q", "T", "seeds",
            "configs tried", "test_accuracy",
            "median_epoch_time_s", "time_ratio_to_nonprivate", "peak_memory_mb", "epsilon_spent",
@@ -610,7 +623,45 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t["speed (x non-private)"] = ["" if r == "" else f"{r} ({s})" for r, s in zip(t["time_ratio_to_nonprivate"], source)]
     # the claim in full, caveat included: which accountant, and every released value it covers and does not
     t["the claim and what it covers"] = [f"{a}: {s}" if a else str(s) for a, s in zip(t["accountant"], t["scope"])]
+    _short_cells(t)
     return t
+
+
+def _short_cells(t: pd.DataFrame) -> None:
+    """The glance table's cells: a few words each (their full texts stay in the details)."""
+    private = [math.isfinite(float(e)) for e in t["epsilon"].replace("∞ (none)", "inf")]
+    t["accountant"] = [str(a).split(" (")[0] if p else "" for a, p in zip(t["accountant"], private)]
+    adjacency = t["adjacency"] if "adjacency" in t.columns else pd.Series("", index=t.index)
+    t["relation"] = [RELATION_SHORT.get(str(a), "" if pd.isna(a) else str(a)) if p else ""
+                     for a, p in zip(adjacency, private)]
+    t["guarantee"] = ["" if not p else "no" if str(g) == "false" else "yes" for g, p in zip(t["guarantee"], private)]
+    for threat in names.THREATS:
+        t[f"{threat.replace('_', '-')} lb"] = [
+            "" if pd.isna(x) else f"{x:.2f}" if n == 1 else f"{x:.2f} ({n} audits)"
+            for x, n in zip(t[f"{threat}_lb"], t[f"{threat}_audits"])]
+    t["verdict in full"] = t["verdict"]
+    t["verdict"] = [short_verdict(v) for v in t["verdict"]]
+
+
+def short_verdict(full: str) -> str:
+    """The verdict in a few words: refuted (and by what), tight to X, not refuted (ceiling X), no claim, not audited."""
+    v = str(full)
+    if "no claim" in v:
+        return "no claim"
+    model = re.search(r"refuted for the released model \((?:[a-z-]+ )?([0-9.]+) > ([0-9.e+]+)", v)
+    if model:
+        return f"refuted ({model.group(1)} > {model.group(2)})"
+    if "refuted at the mechanism" in v:
+        return "refuted at the mechanism"
+    tight = re.search(r"tight to ([0-9.]+)", v)
+    if tight:
+        return f"tight to {tight.group(1)}"
+    ceiling = re.search(r"not refuted \(ceiling ([0-9.]+)\)", v)
+    if ceiling:
+        return f"not refuted (ceiling {ceiling.group(1)})"
+    if "not tight" in v:
+        return "not tight"
+    return "not audited" if "not audited" in v else ""
 
 
 def paper_side_by_side(board: pd.DataFrame) -> pd.DataFrame:
@@ -751,12 +802,34 @@ if (m) { document.querySelector('table.sortable th:nth-child(' + (parseInt(m[1])
 """
 
 
-def _html_table(df: pd.DataFrame, *, sortable: bool = False) -> str:
+def _html_table(df: pd.DataFrame, *, sortable: bool = False, titles: dict[str, pd.Series] | None = None) -> str:
+    if titles:
+        return _html_table_with_titles(df, titles, sortable=sortable)
     html = df.to_html(index=False, escape=True, classes="sortable" if sortable else None, border=0)
     if "verdict" in df.columns:  # colour each verdict cell by its class
         for v in df["verdict"].astype(str).unique():
             html = html.replace(f"<td>{_escape(v)}</td>", f'<td class="verdict {verdict_class(v)}">{_escape(v)}</td>')
     return html
+
+
+def _html_table_with_titles(df: pd.DataFrame, titles: dict[str, pd.Series], *, sortable: bool) -> str:
+    """The table with each cell of a column in ``titles`` carrying its full text as a tooltip (``title``)."""
+    head = "".join(f"<th>{_escape(str(c))}</th>" for c in df.columns)
+    rows = []
+    for i, row in df.iterrows():
+        cells = []
+        for c in df.columns:
+            value = "" if pd.isna(row[c]) else str(row[c])
+            if c == "verdict":  # coloured by the full verdict: a row without a guarantee stays red when not refuted
+                attrs = f' class="verdict {verdict_class(str(titles[c].loc[i]) if c in titles else value)}"'
+            else:
+                attrs = ""
+            if c in titles and str(titles[c].loc[i]):
+                attrs += f' title="{html_lib.escape(str(titles[c].loc[i]), quote=True)}"'
+            cells.append(f"<td{attrs}>{_escape(value)}</td>")
+        rows.append(f"<tr>{''.join(cells)}</tr>")
+    cls = ' class="dataframe sortable"' if sortable else ' class="dataframe"'
+    return f"<table border=\"0\"{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
 def _escape(text: str) -> str:
@@ -765,7 +838,7 @@ def _escape(text: str) -> str:
     return html.escape(text, quote=False)
 
 
-def _html(title, stamp, banner, glance, details, audited, comparable, other, plots) -> str:
+def _html(title, stamp, banner, glance, details, audited, comparable, other, plots, tips=None) -> str:
     imgs = "".join(f'<p><img src="{p.name}" alt="{p.stem}" width="640"></p>' for p in plots)
     style = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;font-size:13px}"
              "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top} th{background:#eee}"
@@ -777,7 +850,7 @@ def _html(title, stamp, banner, glance, details, audited, comparable, other, plo
         parts.append(f'<p class="banner"><b>{_escape(banner)}</b></p>')
     if stamp:
         parts.append(f"<p>{_escape(stamp)}</p>")
-    parts.append(_html_table(glance, sortable=True) if not glance.empty else "<p>(no finished runs)</p>")
+    parts.append(_html_table(glance, sortable=True, titles=tips) if not glance.empty else "<p>(no finished runs)</p>")
     parts.append(f"<h2>Details</h2>{_html_table(details)}" if not details.empty else "")
     if not audited.empty:
         parts.append(f"<h2>Privacy audits: both threat models</h2><p>{_escape(AUDIT_NOTE)}</p>{_html_table(audited)}")
@@ -819,5 +892,6 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     md.write_text("\n".join(lines) + "\n")
     html = out / "leaderboard.html"
-    html.write_text(_html(title, stamp, banner, glance, details, audited, comparable, other, plots))
+    tips = {c: shown[full] for c, full in TOOLTIPS.items()} if not glance.empty else None
+    html.write_text(_html(title, stamp, banner, glance, details, audited, comparable, other, plots, tips))
     return ReportFiles(md, csv, html, plots)

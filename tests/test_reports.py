@@ -334,6 +334,12 @@ def test_the_html_leaderboard_in_a_real_browser(store, tmp_path):
     ascending = epsilons(dom(page + "#sort=2"))  # a click on the epsilon header
     assert [float("inf") if e.startswith("∞") else float(e) for e in ascending] == sorted(key)
     assert 'data-order="asc"' in dom(page + "#sort=2")
+    # the table at a glance: short cells (the longest a few words), each with its full text as a tooltip
+    glance = plain.split('class="dataframe sortable"', 1)[1].split("</table>", 1)[0]
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", glance, re.S)
+    assert max(len(c) for c in cells) <= 60, max(cells, key=len)
+    titles = re.findall(r'<td class="verdict [a-z]+" title="([^"]+)">', glance)
+    assert len(titles) == 4 and all(len(t) > 60 for t in titles)  # every private row's verdict, in full
 
 
 def test_a_row_without_a_guarantee_is_drawn_hollow_and_says_so():
@@ -345,3 +351,19 @@ def test_a_row_without_a_guarantee_is_drawn_hollow_and_says_so():
     refuted = pd.DataFrame({"guarantee": ["false"], "epsilon": [1.0]})
     assert series_style("dp_least_squares", sound) == ("dp_least_squares", None)
     assert series_style("dirichlet_softmax", refuted) == ("dirichlet_softmax (no guarantee)", "white")
+
+
+@pytest.mark.parametrize("full,short", [
+    ("no claim (reference)", "no claim"),
+    ("not a guarantee: a lower bound on what the vectors spend (per-example curve); claim refuted for the released "
+     "model (white-box 5.81 > 4, f-DP)", "refuted (5.81 > 4)"),
+    ("claim refuted at the mechanism (dpsgd step)", "refuted at the mechanism"),
+    ("tight to 0.98 at the mechanism (dpsgd step); the model's audit: not refuted (ceiling 5.81)", "tight to 0.98"),
+    ("not refuted (ceiling 4.46); not tight at the mechanism (0.52 of the claim)", "not refuted (ceiling 4.46)"),
+    ("not audited", "not audited"),
+    ("", ""),
+])
+def test_the_glance_verdict_is_the_full_one_in_a_few_words(full, short):
+    from inputdp.reports.leaderboard import short_verdict
+
+    assert short_verdict(full) == short

@@ -112,7 +112,16 @@ def test_a_terminated_parallel_sweep_stops_its_workers(tmp_path):
             time.sleep(1)
             workers = _spawned_children(proc.pid)
         assert len(workers) == 2, "the workers did not start"
-        time.sleep(8)  # into their runs
+        # into their runs: the readiness signal is each run's "started" note in the store, not a fixed wait
+        from inputdp.benchmarks import tracking
+
+        started = 0
+        while time.monotonic() < deadline and started < 2:
+            time.sleep(0.5)
+            if (tmp_path / "sweep.db").exists():
+                c, exp = tracking.open_store(f"sqlite:///{tmp_path / 'sweep.db'}", "inputdp")
+                started = sum(r.data.tags.get("status_note") == "started" for r in c.search_runs([exp]))
+        assert started == 2, "the workers' runs did not start"
         proc.send_signal(signal.SIGTERM)
         assert proc.wait(60) == 143
         deadline = time.monotonic() + 30

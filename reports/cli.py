@@ -13,11 +13,9 @@ def cmd_report(args: argparse.Namespace) -> int:
     study) logged as an MLflow table on the study's parent run."""
     from pathlib import Path
 
-    import pandas as pd
-
     from inputdp.benchmarks.tracking import check_tracking_uri
 
-    from .leaderboard import leaderboard, load_runs, tidy, write_report
+    from .leaderboard import leaderboard, load_runs, tidy, write_audit_report, write_report
 
     out = Path(args.out)
     if out.exists() and not out.is_dir():
@@ -29,9 +27,12 @@ def cmd_report(args: argparse.Namespace) -> int:
         raise ConfigError(f"no finished runs in experiment {args.experiment!r} of the store: run `bench run` first")
     from .leaderboard import speed_ratios
 
-    # a store of audits alone (bench audit into its own experiment) gets its audit table and an empty leaderboard
-    board = leaderboard(train, audits, speed_ratios(runs)) if not train.empty else pd.DataFrame()
     try:
+        if train.empty:  # a store of audits alone (bench audit into its own experiment): its audit table
+            for f in write_audit_report(audits, out, stamp=args.stamp):
+                print(f"wrote {f}")
+            return 0
+        board = leaderboard(train, audits, speed_ratios(runs))
         files = write_report(board, out, stamp=args.stamp, audits=audits)
     except OSError as err:
         raise ConfigError(f"--out {args.out!r} cannot be written: {err.strerror or err}") from None

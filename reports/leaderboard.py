@@ -408,7 +408,8 @@ def _with_best_bounds(audits: pd.DataFrame) -> pd.DataFrame:
         steinke = pd.to_numeric(audits[f"lb_{threat}"], errors="coerce")
         fdp = pd.to_numeric(audits[f"fdp_{threat}"], errors="coerce")
         fdp_wins = fdp.fillna(-1.0) > steinke.fillna(-1.0) + 1e-3
-        audits[f"decides_{threat}"] = np.where(steinke.isna() & fdp.isna(), "", np.where(fdp_wins, "f-DP", "Steinke"))
+        nothing = (steinke.fillna(0.0) <= 0) & (fdp.fillna(0.0) <= 0)  # both 0: neither decided anything
+        audits[f"decides_{threat}"] = np.where(nothing, "", np.where(fdp_wins, "f-DP", "Steinke"))
         audits[f"best_{threat}"] = steinke.where(~fdp_wins, fdp)
         audits[f"best_ceiling_{threat}"] = np.fmax(pd.to_numeric(audits[f"ceiling_{threat}"], errors="coerce"),
                                                    pd.to_numeric(audits[f"fdp_ceiling_{threat}"], errors="coerce"))
@@ -861,6 +862,18 @@ def _html(title, stamp, banner, glance, details, audited, comparable, other, plo
                      f"{_html_table(other)}</details>")
     parts.append(f"{imgs}<script>{_SORT_JS}</script></body></html>\n")
     return "".join(parts)
+
+
+def write_audit_report(audits: pd.DataFrame, out: Path, *, stamp: str = "") -> list[Path]:
+    """A store of model audits alone: every audit as a row (``audits.csv``, ``audits.md``), both threat models,
+    Steinke's and the f-DP bound of the same guesses."""
+    out.mkdir(parents=True, exist_ok=True)
+    table = audit_table(audits)
+    csv, md = out / "audits.csv", out / "audits.md"
+    table.to_csv(csv, index=False)
+    lines = ["# Model audits", ""] + ([stamp, ""] if stamp else []) + [AUDIT_NOTE, "", to_markdown(table)]
+    md.write_text("\n".join(lines) + "\n")
+    return [csv, md]
 
 
 def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leaderboard", stamp: str = "",

@@ -86,14 +86,24 @@ def test_a_frontend_model_keeps_its_frontend_once_for_the_images_and_passes_the_
 
 
 @pytest.mark.slow
-def test_canary_input_change_is_exactly_zero_for_every_canary_a_noise_free_method_never_saw():
+def test_canary_input_change_is_exactly_zero_for_every_canary_a_noise_free_method_never_saw(tmp_path, capsys):
     """Dirichlet-softmax adds no noise to the parameters: a column moves iff its canary was trained on, so no
-    canary is wrongly guessed "in"; the test reaches its ceiling (every included canary sampled at least once)."""
+    canary is wrongly guessed "in"; the test reaches its ceiling (every included canary sampled at least once).
+    Logged to a store of audits alone, bench report writes its audit table (no leaderboard: no training row)."""
+    from inputdp.benchmarks.tracking import MLflowTracker
+
+    uri = f"sqlite:///{tmp_path / 'audits.db'}"
     result = audit(smoke_config("dirichlet_softmax", epsilon=4.0, steps=120), canaries=60,
-                   canary_kind="canary_inputs", perf=QUIET)
+                   canary_kind="canary_inputs", perf=QUIET, tracker=MLflowTracker(uri, "audits"))
     (o,) = result.outcomes
     assert result.tests == 1 and o.score == "canary_input_change" and o.guesses == 60
     assert o.correct >= 57 and o.epsilon_lb > 2.0  # q = 0.05, 120 steps: P(never sampled) = 0.2%
+    assert o.fdp_epsilon_lb == pytest.approx(fdp_bound.eps_lower_bound(m=60, guesses=60, correct=o.correct, tau=0.05,
+                                                                       delta=result.delta))
+    assert cli_main(["report", "--tracking-uri", uri, "--experiment", "audits", "--out", str(tmp_path / "rep")]) == 0
+    assert sorted(p.name for p in (tmp_path / "rep").iterdir()) == ["audits.csv", "audits.md"]
+    table = (tmp_path / "rep" / "audits.csv").read_text()
+    assert "canary_inputs" in table and f"{o.fdp_epsilon_lb:.2f} (ceiling" in table
 
 
 @pytest.mark.slow

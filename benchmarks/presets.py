@@ -199,7 +199,7 @@ _BEST_COMMON = {"dirichlet_softmax": {"optimizer": "adam", "lr": 1e-3, "momentum
                                      "steps": 2340, "configs_tried": 7},
                 "pate": {"configs_tried": 4}, **_SOUND_INPUT_PRIVATE}
 _BEST_OPTIONS = {"dirichlet_softmax": {"lr_rule": "fixed"}, "dpsgd": {"max_grad_norm": 0.1},
-                 # the best of the 4 student/teacher recipes measured in the paper's setting (benchmarks/README.md, PATE)
+                 # the best of the 4 student/teacher recipes measured in the paper's setting (benchmarks/docs/speed.md, PATE)
                  "pate": {"student": "semi_supervised", "semi_epochs": 80, "teacher_shift": 2, "teacher_epochs": 40}}
 _SCATTER_Q = 4096 / 60000
 _BEST_SCATTER_DPSGD = {"model": "scatter_linear", "norm": "group", "sampling_rate": _SCATTER_Q,

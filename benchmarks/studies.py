@@ -106,7 +106,7 @@ STUDIES.register(Study(
     parts=(StudyPart(dataset="mnist", preset="cpu", epsilons=(1.0, 4.0), seeds=_ALL_SEEDS),),
     note="matched view: one (q, T) for every method (PATE: its own loop at the same epsilon)"))
 #: PATE's best recipe (250 grouped teachers for 40 epochs, the semi-supervised student for 80 passes) takes 9 to 21
-#: minutes a run on 2 cores (benchmarks/README.md, PATE): over the 10 minutes above which a study runs 2 seeds
+#: minutes a run on 2 cores (benchmarks/docs/speed.md, PATE): over the 10 minutes above which a study runs 2 seeds
 _LONG_RUNS = {"pate": (0, 1)}
 STUDIES.register(Study(
     name="mnist-best", target="",

@@ -16,7 +16,7 @@ class ModelInfo(Entry):
     default_width: int
     #: the fastest valid per-example-gradient mode (the suite's book-keeping ``bk``, or Opacus' hooks, functorch or
     #: ghost clipping) for this model, measured with `bench speed --variants` on the project's CPU machine
-    #: (benchmarks/README.md, Performance); methods that clip per-example gradients use it when asked for "auto"
+    #: (reports/performance-cpu/README.md); methods that clip per-example gradients use it when asked for "auto"
     grad_sample_mode: str = "hooks"
     #: the first weight layer is dense on the flattened input (one weight per input coordinate); such a model is
     #: built with the data set's blank pixel value (``input_zero``) and can be audited with ``exclusive_support``

@@ -28,7 +28,7 @@ _PRINTED: dict[str, float] = {}
 
 
 def pytest_configure(config):
-    config.addinivalue_line("markers", "report: measures and prints figures for benchmarks/README.md; gates nothing")
+    config.addinivalue_line("markers", "report: measures and prints figures for reports/performance-cpu/README.md; gates nothing")
 
 
 @pytest.fixture(scope="session")

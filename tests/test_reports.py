@@ -47,7 +47,11 @@ def test_leaderboard_groups_seeds(store):
     assert row["verdict"].startswith("not a guarantee") and row["verdict"].endswith("not audited")
     assert 0.95 < row["vectors_lb"] <= 1.0 and row["paper_epsilon"] < 1.0
     shown = display_table(board)
-    assert "per_example (not a guarantee)" in set(shown["accountant"])
+    # at a glance: the accountant's name and "guarantee: no"; in full (the details), "(not a guarantee)" and the scope
+    dirichlet = shown[shown["method"] == "dirichlet_softmax"].iloc[0]
+    assert dirichlet["accountant"] == "per_example" and dirichlet["guarantee"] == "no"
+    assert dirichlet["the claim and what it covers"].startswith("per_example (not a guarantee): ")
+    assert dirichlet["verdict"] == "not audited" and dirichlet["verdict in full"].startswith("not a guarantee")
 
 
 def test_the_sanitised_report_shows_its_spread_over_seeds_not_only_its_largest(store):

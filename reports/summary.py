@@ -74,24 +74,31 @@ DECISIVE = "canary_inputs"
 
 
 def model_audit_table(folder: Path, kind: str = DECISIVE) -> list[str]:
-    """A study of model audits alone (``audits.csv``, no leaderboard): per (data set, preset, model, method), the
-    white-box bound of each ``kind`` audit at each epsilon (the larger of Steinke's and the f-DP bound of the same
-    guesses, which the table names) and its verdict."""
+    """A study of model audits alone (``audits.csv``, no leaderboard): one row per method, one column per (data set,
+    preset), each cell the white-box bound of its ``kind`` audit at each claimed epsilon (the larger of Steinke's and
+    the f-DP bound of the same guesses) and the verdict."""
     df = pd.read_csv(folder / "audits.csv", keep_default_na=False, dtype=str)
     df = df[df["canary"] == kind].rename(columns={"white-box epsilon_lb": "steinke", "white-box f-DP": "fdp"})
+    places = sorted({(r.dataset, r.preset) for r in df.itertuples()})
     lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): the white-box "
              f"test that decides ({kind}: 1,000 canaries, each with an input coordinate of its own) on the row's own "
-             "model, seed 0: the larger of Steinke et al.'s and the f-DP bound of the same guesses, against the "
-             "claimed epsilon; every audit of the study in its README", "",
-             "| data set | preset | model | method | bound at each claimed epsilon |", "|---|---|---|---|---|"]
-    for (dataset, preset, model, method), g in df.groupby(["dataset", "preset", "model", "method"], sort=True):
+             "model, seed 0: the larger of Steinke et al.'s and the f-DP bound of the same guesses at each claimed "
+             "epsilon; every audit of the study in its README", "",
+             "| method | " + " | ".join(f"{d}, {p}" for d, p in places) + " |", "|---" * (len(places) + 1) + "|"]
+    for method, g in df.groupby("method", sort=True):
         cells = []
-        for r in g.sort_values("epsilon", key=lambda e: e.astype(float)).itertuples():
-            steinke = float(r.steinke.split(" ")[0]) if r.steinke else 0.0
-            fdp = float(r.fdp.split(" ")[0]) if r.fdp else 0.0
-            cells.append(f"eps {r.epsilon}: {max(steinke, fdp):.2f}, {r.verdict}")
-        lines.append(f"| {dataset} | {preset} | {model} | {method} | {'; '.join(cells)} |")
+        for place in places:
+            here = g[(g["dataset"] == place[0]) & (g["preset"] == place[1])]
+            cells.append("; ".join(
+                f"eps {r.epsilon}: {max(_first_number(r.steinke), _first_number(r.fdp)):.2f} {r.verdict}"
+                for r in here.sort_values("epsilon", key=lambda e: e.astype(float)).itertuples()))
+        lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _first_number(cell: str) -> float:
+    """The bound of an audit table's cell ("5.78 (ceiling 5.78)"; empty: no bound, 0)."""
+    return float(cell.split(" ")[0]) if cell else 0.0
 
 
 def summary(reports: Path = ROOT) -> str:

@@ -99,7 +99,8 @@ STUDIES.register(Study(
     name="smoke", target="", summary="seconds: two methods on synthetic data at the smoke preset, one audit; plumbing",
     parts=(StudyPart(dataset="synthetic", preset="smoke", methods=("nonprivate", "dirichlet_softmax"), epsilons=(4.0,),
                      seeds=(0, 1), overrides={"steps": 20}, speed_steps=5),),
-    audits=(AuditPlan(canaries=20), AuditPlan(canary_kind="exclusive_support", canaries=20, model="mlp")),
+    audits=(AuditPlan(canaries=20), AuditPlan(canary_kind="exclusive_support", canaries=20, model="mlp"),
+            AuditPlan(canary_kind="canary_inputs", canaries=20)),
     note="plumbing, not a comparison: what `bench study` does, at test size"))
 STUDIES.register(Study(
     name="mnist-cpu", target="", summary="every method on MNIST at the cpu preset, eps 1 and 4, 3 seeds, audited",

@@ -69,11 +69,11 @@ def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'study.db'}"
     common = ["--tracking-uri", uri, "--no-progress", "--device", "cpu"]
     assert main(["study", "status", "smoke", *common]) == 0
-    assert "0 done, 0 running, 7 missing" in capsys.readouterr().out  # 4 runs, 2 audits, 1 speed: nothing stored
+    assert "0 done, 0 running, 8 missing" in capsys.readouterr().out  # 4 runs, 3 audits, 1 speed: nothing stored
     assert main(["study", "run", "smoke", *common]) == 0
     assert "ran 4, already finished 0" in capsys.readouterr().out
     assert main(["study", "status", "smoke", *common]) == 0
-    assert "7 done, 0 running, 0 missing" in capsys.readouterr().out
+    assert "8 done, 0 running, 0 missing" in capsys.readouterr().out
     t0 = time.perf_counter()
     assert main(["study", "run", "smoke", *common]) == 0
     again = capsys.readouterr().out

@@ -178,9 +178,15 @@ def bound_fixed_guesses(scores: np.ndarray, included: np.ndarray, *, delta: floa
     return ScoreOutcome(score, lb, ceiling, m, m, v, *fdp)
 
 
+#: each set of guesses is read by two analyses, Steinke et al.'s and the f-DP bound on the (epsilon, delta) curve, and
+#: the verdict takes the larger: two tests of the same claim, so both are in the Bonferroni family
+ANALYSES = 2
+
+
 def count_tests(scores: Sequence[str], m: int) -> int:
-    """The family the Bonferroni correction covers: one test per fixed-guess score, one per k for the others."""
-    return sum(1 if s in ONE_TEST else len(k_grid(m)) for s in scores)
+    """The family the Bonferroni correction covers: one guess set per fixed-guess score, one per k for the others,
+    each read by ``ANALYSES`` analyses."""
+    return ANALYSES * sum(1 if s in ONE_TEST else len(k_grid(m)) for s in scores)
 
 
 # --- canaries ------------------------------------------------------------------------------------------------
@@ -606,7 +612,8 @@ class AuditResult:
 
     def family(self) -> str:
         fixed = [o.score for o in self.outcomes if o.score in ONE_TEST]
-        text = f"{self.tests} test{'s' if self.tests != 1 else ''} at level {BETA:g}/{self.tests} each (Bonferroni)"
+        text = (f"{self.tests} tests at level {BETA:g}/{self.tests} each (Bonferroni: {self.tests // ANALYSES} guess "
+                f"set{'s' if self.tests > ANALYSES else ''}, each read by Steinke et al.'s and the f-DP bound)")
         if fixed:
             text += (f"; {', '.join(fixed)}: one test, its score and guesses fixed before the run (every canary "
                      "guessed, 'in' iff its score is above 0)")

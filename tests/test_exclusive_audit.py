@@ -149,7 +149,7 @@ def test_one_run_exclusive_audit_decides_dirichlet_and_stays_sound_for_dpsgd():
     dirichlet = audit(smoke_config("dirichlet_softmax", epsilon=1.0, model="mlp", steps=200),
                       canaries=40, canary_kind="exclusive_support", perf=QUIET)
     (o,) = dirichlet.outcomes
-    assert dirichlet.tests == 1 and o.score == "exclusive_weight_change"
+    assert dirichlet.tests == 2 and o.score == "exclusive_weight_change"  # one guess set, read twice
     assert o.correct == o.guesses == 40 and o.epsilon_lb == o.ceiling > 2.5
     assert "one test" in dirichlet.family()
     dpsgd = audit(smoke_config("dpsgd", epsilon=1.0, model="mlp", steps=200),

@@ -44,7 +44,7 @@ def test_step_time_cpu_model(benchmark, figures, printed):
 
 @pytest.mark.report
 def test_step_time_resnet18_small_batch(benchmark, printed):
-    """ResNet-18 (CIFAR shape, batch 16): a report for reports/performance-cpu/README.md (a finding on this hardware), not a gate."""
+    """ResNet-18 (CIFAR shape, batch 16): printed for reports/performance-cpu/README.md (a finding here), not a gate."""
     result = benchmark.pedantic(
         lambda: measure(STEP_METHODS, dataset="cifar10", preset="cpu", model="resnet18", batch_size=16, steps=4,
                         warmup=1, synthetic=True, perf=QUIET), rounds=1, iterations=1)

@@ -91,10 +91,13 @@ def test_canary_input_change_is_exactly_zero_for_every_canary_a_noise_free_metho
     canary is wrongly guessed "in"; the test reaches its ceiling (every included canary sampled at least once).
     Logged to a store of audits alone, bench report writes its audit table (no leaderboard: no training row)."""
     from inputdp.benchmarks.tracking import MLflowTracker
+    from inputdp.core import names
 
     uri = f"sqlite:///{tmp_path / 'audits.db'}"
-    result = audit(smoke_config("dirichlet_softmax", epsilon=4.0, steps=120), canaries=60,
-                   canary_kind="canary_inputs", perf=QUIET, tracker=MLflowTracker(uri, "audits"))
+    config = smoke_config("dirichlet_softmax", epsilon=4.0, steps=120)
+    tracker = MLflowTracker(uri, "audits")  # tagged as bench audit tags it
+    tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key()})
+    result = audit(config, canaries=60, canary_kind="canary_inputs", perf=QUIET, tracker=tracker)
     (o,) = result.outcomes
     assert result.tests == 2 and o.score == "canary_input_change" and o.guesses == 60  # one guess set, two analyses
     assert o.correct >= 57 and o.epsilon_lb > 2.0  # q = 0.05, 120 steps: P(never sampled) = 0.2%

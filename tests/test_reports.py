@@ -236,7 +236,8 @@ def test_report_from_real_audit_runs_shows_both_threat_models(tmp_path, monkeypa
     assert len(train) == 1 and len(audits) == 2
     assert set(audits["audit_mode"]) == {"one_run", "multi_run"} and audits["lb_black_box"].isna().all()
     one = audits[audits["audit_mode"] == "one_run"].iloc[0]
-    assert one["lb_white_box"] == pytest.approx(one["ceiling_white_box"]) and one["lb_white_box"] > 1.8
+    # 20 of 20 right, one guess set read by both analyses (level 0.05/2): 1.60
+    assert one["lb_white_box"] == pytest.approx(one["ceiling_white_box"]) and one["lb_white_box"] > 1.5
     row = leaderboard(train, audits).iloc[0]
     assert row["white_box_audits"] == 2 and row["verdict"].endswith(f"; not refuted (ceiling {row['white_box_ceiling']:.2f})")
     out = tmp_path / "rep"

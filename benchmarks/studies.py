@@ -264,7 +264,7 @@ def check_audits(study: Study, runs: Sequence[ResolvedRun]) -> None:
     Fashion-MNIST none). Otherwise a study would stop at its first such audit, after its whole first round."""
     from inputdp.datasets import load_tensor_data
 
-    from .audit import free_coordinates
+    from .audits.one_run import free_coordinates
 
     free: dict[tuple, int] = {}
     for plan in study.audits:
@@ -313,7 +313,7 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
 def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
                       parent: str, data_dir: str | None = None) -> list[str]:
     """Each audit of every private row the store lacks, then each part's speed measurement; their labels."""
-    from .audit import audit, resolve_scores
+    from .audits.one_run import audit, resolve_scores
     from .sweep import with_checked_data
     from .tracking import MLflowTracker
 

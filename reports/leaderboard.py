@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from inputdp.benchmarks.audit import BLACK_BOX
+from inputdp.benchmarks.audits.one_run import BLACK_BOX
 from inputdp.core import names
 from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT
 from inputdp.methods import reference_method

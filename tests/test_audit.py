@@ -10,7 +10,7 @@ from fractions import Fraction
 import pytest
 import torch
 
-from inputdp.benchmarks.audit import (
+from inputdp.benchmarks.audits.one_run import (
     audit,
     black_box_scores,
     epsilon_lower_bound,
@@ -234,7 +234,7 @@ def test_a_zero_bound_reports_the_largest_ceiling_of_its_family():
     have shown), not the first k tried."""
     import numpy as np
 
-    from inputdp.benchmarks.audit import bound_for_scores
+    from inputdp.benchmarks.audits.one_run import bound_for_scores
 
     rng = np.random.default_rng(0)
     included = rng.random(67) < 0.5

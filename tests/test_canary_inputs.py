@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from inputdp.benchmarks import fdp_bound
-from inputdp.benchmarks.audit import (
+from inputdp.benchmarks.audits import fdp_bound
+from inputdp.benchmarks.audits.one_run import (
     audit,
     canary_input_change,
     check_arguments,

@@ -15,15 +15,7 @@ import pytest
 import torch
 from scipy import stats
 
-from inputdp.benchmarks.audit import (
-    audit,
-    exclusive_weight_change,
-    free_coordinates,
-    make_canaries,
-    resolve_scores,
-    with_canaries,
-)
-from inputdp.benchmarks.audit_runs import (
+from inputdp.benchmarks.audits.multi_run import (
     Counts,
     assign_inclusion,
     choose_rule,
@@ -32,6 +24,14 @@ from inputdp.benchmarks.audit_runs import (
     multi_run_audit,
     rate_bound,
     split_halves,
+)
+from inputdp.benchmarks.audits.one_run import (
+    audit,
+    exclusive_weight_change,
+    free_coordinates,
+    make_canaries,
+    resolve_scores,
+    with_canaries,
 )
 from inputdp.benchmarks.harness import model_for, run
 from inputdp.benchmarks.models import build_model
@@ -245,7 +245,7 @@ def test_multi_run_audit_logs_one_mlflow_run_with_counts(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_multi_run_refusals():
-    from inputdp.benchmarks.audit_runs import check_runs
+    from inputdp.benchmarks.audits.multi_run import check_runs
 
     for bad in (7, 0, -2, 3):
         with pytest.raises(ConfigError, match="even number >= 8"):
@@ -264,7 +264,7 @@ def test_multi_run_refusals():
 def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(tmp_path, monkeypatch):
     """The driver on a stand-in for training (the score says whether the canary was in): stopped after 5 runs by
     Ctrl-C, started again, it runs the other 11 only; the journal is gone once the audit is done."""
-    from inputdp.benchmarks import audit_runs
+    from inputdp.benchmarks.audits import multi_run as audit_runs
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     calls: list[int] = []

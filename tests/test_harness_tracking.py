@@ -86,7 +86,7 @@ def test_failed_run_is_marked_failed(tmp_path, monkeypatch):
 
 @pytest.mark.slow
 def test_a_finished_run_keeps_no_bookkeeping_tags_and_an_audit_is_named_so(tmp_path):
-    from inputdp.benchmarks.audit import audit
+    from inputdp.benchmarks.audits.one_run import audit
     from inputdp.core import names
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"

@@ -10,7 +10,7 @@ import sys
 
 import pytest
 
-from inputdp.benchmarks.hidden_state import HiddenStateSetup, ceiling_for, hidden_state_audit, run_score
+from inputdp.benchmarks.audits.hidden_state import HiddenStateSetup, ceiling_for, hidden_state_audit, run_score
 from inputdp.core.errors import ConfigError
 
 SMALL = HiddenStateSetup(probes=1000)

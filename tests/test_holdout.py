@@ -112,8 +112,8 @@ def test_bench_run_with_holdout_says_so_and_the_leaderboard_keeps_it_apart(tmp_p
 
 
 def test_an_audit_refuses_a_holdout_that_could_take_its_canaries_out():
-    from inputdp.benchmarks.audit import audit
-    from inputdp.benchmarks.audit_runs import multi_run_audit
+    from inputdp.benchmarks.audits.multi_run import multi_run_audit
+    from inputdp.benchmarks.audits.one_run import audit
 
     with pytest.raises(ConfigError, match="holdout=20 is not allowed in an audit"):
         audit(_config(), canaries=10, perf=QUIET, data=_numbered())

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from inputdp.benchmarks import mechanism_audit as ma
+from inputdp.benchmarks.audits import mechanism as ma
 from inputdp.benchmarks.cli import main
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError

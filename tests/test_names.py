@@ -11,9 +11,10 @@ from inputdp.core import names
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the modules that write runs (tags, params, metrics) or read them back from MLflow
-STORE_MODULES = ["benchmarks/harness.py", "benchmarks/tracking.py", "benchmarks/audit.py", "benchmarks/audit_runs.py",
-                 "benchmarks/sweep.py", "benchmarks/executors.py", "benchmarks/cli/run.py", "benchmarks/cli/audit.py",
-                 "methods/base.py", "methods/pate/method.py", "reports/cli.py"]
+STORE_MODULES = ["benchmarks/harness.py", "benchmarks/tracking.py", "benchmarks/audits/one_run.py",
+                 "benchmarks/audits/multi_run.py", "benchmarks/sweep.py", "benchmarks/executors.py",
+                 "benchmarks/cli/run.py", "benchmarks/cli/audit.py", "methods/base.py", "methods/pate/method.py",
+                 "reports/cli.py"]
 #: a column read from MLflow's search_runs frame: built from names.py, never spelled out
 STORE_COLUMN = re.compile(r"^(tags|params|metrics)\.[A-Za-z_]")
 
@@ -79,13 +80,13 @@ def test_the_finder_finds_a_spelled_out_name():
 
 def test_each_concept_is_defined_once():
     """The black-box scores and the reference method: one definition each, used everywhere."""
-    from inputdp.benchmarks import audit
+    from inputdp.benchmarks.audits import one_run as audit
     from inputdp.methods import METHODS, reference_method
     from inputdp.reports import leaderboard
 
     assert leaderboard.BLACK_BOX is audit.BLACK_BOX
     sources = [p for folder in ("benchmarks", "methods", "datasets", "reports") for p in (ROOT / folder).rglob("*.py")]
     defined = [p for p in sources if re.search(r"^BLACK_BOX\s*=", p.read_text(), re.M)]  # the project's, not .venv's
-    assert [p.relative_to(ROOT).as_posix() for p in defined] == ["benchmarks/audit.py"]
+    assert [p.relative_to(ROOT).as_posix() for p in defined] == ["benchmarks/audits/one_run.py"]
     assert not METHODS.get(reference_method()).load().capabilities.private
     assert "protects\"] == \"nothing\"" not in (ROOT / "reports" / "leaderboard.py").read_text()

@@ -158,7 +158,7 @@ def test_dpsgd_on_a_scatter_model_clips_each_examples_own_gradient(name, mode, i
 def test_the_first_layer_projection_of_a_scatter_model_reads_the_features_its_first_layer_receives():
     """The white-box score projects the canary onto the first weight layer's change, so it must use what that layer
     reads: for scatter_linear the head's input (the normalised scattering features), not the pixels."""
-    from inputdp.benchmarks.audit import white_box_scores
+    from inputdp.benchmarks.audits.one_run import white_box_scores
 
     torch.manual_seed(0)
     initial = build_model("scatter_linear", num_classes=10, channels=1, size=28, norm="group")
@@ -177,7 +177,7 @@ def test_the_first_layer_projection_of_a_scatter_model_reads_the_features_its_fi
 def test_a_scatter_model_can_be_audited_with_every_general_score(name):
     """`bench audit` on the best preset's DP-SGD model: the run trains on features (canaries included), the scores
     read the images through the model's frontend, and every score gives a bound within [0, its ceiling]."""
-    from inputdp.benchmarks.audit import GENERAL_SCORES, audit
+    from inputdp.benchmarks.audits.one_run import GENERAL_SCORES, audit
 
     data = synthetic_data("mnist", 200, "cpu")
     result = audit(_config(model=name, steps=2), canaries=20, canary_kind="random_pattern",

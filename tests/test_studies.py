@@ -152,7 +152,7 @@ def test_an_audit_the_data_cannot_hold_is_refused_before_any_work(tmp_path):
 def test_the_declared_exclusive_support_audits_fit_their_data(shared_data):
     """On the real data: MNIST's 60,000 training images leave 67 coordinates blank in all of them (the audit's 67
     canaries), Fashion-MNIST's none, so fashionmnist-best declares random patterns only (both bounds)."""
-    from inputdp.benchmarks.audit import free_coordinates
+    from inputdp.benchmarks.audits.one_run import free_coordinates
     from inputdp.benchmarks.studies import check_audits
     from inputdp.datasets import load_tensor_data
 

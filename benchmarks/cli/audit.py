@@ -15,12 +15,13 @@ from .common import DATASET_HELP, add_executor_flags, executor_options, parse_op
 
 def cmd_audit(args: argparse.Namespace) -> int:
     """``bench audit``: one run with m canaries (or, with --runs, N runs), the data checked before the store."""
-    from inputdp.benchmarks.audit import BLACK_BOX, PATTERN_SCALE, audit, check_arguments, check_canary_inputs, resolve_scores
     from inputdp.benchmarks.models import MODELS
-    from inputdp.benchmarks.sweep import Overrides, build_config, check_feasible, resolve_methods
+    from inputdp.benchmarks.sweep import Overrides, build_config, check_feasible, resolve_methods, with_checked_data
     from inputdp.benchmarks.tracking import MLflowTracker
     from inputdp.core import names
     from inputdp.core.config import PerfFlags
+
+    from ..audits.one_run import BLACK_BOX, PATTERN_SCALE, audit, check_arguments, check_canary_inputs, resolve_scores
 
     if args.mechanism:
         return _mechanism_audit(args)
@@ -48,8 +49,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
                     model=config.model)
     check_canary_inputs(args.canary_kind, config, resolution.method())
-    from inputdp.benchmarks.sweep import with_checked_data
-
     # the audit, like the run it concerns, names its data by content (read and checked before the store is opened)
     resolution = resolution.with_config(with_checked_data(config))
     config = resolution.config
@@ -78,7 +77,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
 def _mechanism_audit(args: argparse.Namespace) -> int:
     """``bench audit --mechanism``: each method's own release on a worst-case pair, many trials, at the preset's
     (epsilon, delta, q, T) for the data set; every argument checked before anything runs or any store opens."""
-    from inputdp.benchmarks import mechanism_audit as ma
+    from inputdp.benchmarks.audits import mechanism as ma
     from inputdp.benchmarks.sweep import Overrides, build_config, parse_list
     from inputdp.methods import create_method
 
@@ -128,8 +127,8 @@ def _mechanism_audit(args: argparse.Namespace) -> int:
 
 def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
     config = resolution.config
-    from inputdp.benchmarks.audit import BLACK_BOX, check_arguments, resolve_scores
-    from inputdp.benchmarks.audit_runs import check_runs, multi_run_audit
+    from inputdp.benchmarks.audits.multi_run import check_runs, multi_run_audit
+    from inputdp.benchmarks.audits.one_run import BLACK_BOX, check_arguments, resolve_scores
     from inputdp.benchmarks.executors import EXECUTORS
     from inputdp.benchmarks.tracking import MLflowTracker
     from inputdp.core import names
@@ -182,7 +181,7 @@ def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
 
 def cmd_hidden_state(args: argparse.Namespace) -> int:
     """``bench hidden-state``: the multi-run audit of a per-example release on a constructed linear model."""
-    from inputdp.benchmarks.hidden_state import HiddenStateSetup, hidden_state_audit
+    from inputdp.benchmarks.audits.hidden_state import HiddenStateSetup, hidden_state_audit
 
     options = {k: v for m, d in parse_options(args.option, [args.method]).items() for k, v in d.items()}
     if not (math.isfinite(args.epsilon) and args.epsilon > 0):

@@ -32,7 +32,7 @@ from inputdp.methods import create_method
 from inputdp.methods.accounting.one_release import gaussian_release_epsilon
 from inputdp.methods.base import AUDIT_THRESHOLDS, Method
 
-from .audit import BETA
+from .one_run import BETA
 
 #: the fraction of the claimed release's epsilon the empirical epsilon must reach for "tight"
 TIGHT_FRACTION = 0.7
@@ -246,7 +246,7 @@ class MechanismStore:
     leaderboard joins it to the rows of the same method, (epsilon, delta, q, T) and neighbouring relation."""
 
     def __init__(self, tracking_uri: str | None, experiment: str):
-        from .tracking import open_store
+        from ..tracking import open_store
 
         self.client, self.experiment_id = open_store(tracking_uri, experiment)
 

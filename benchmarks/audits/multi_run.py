@@ -39,7 +39,10 @@ from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.datasets.registry import user_cache_dir
 
-from .audit import (
+from ..executors import get_executor
+from ..harness import model_for, run
+from ..resolve import ResolvedRun, resolved
+from .one_run import (
     BETA,
     BLACK_BOX,
     PATTERN_SCALE,
@@ -49,9 +52,6 @@ from .audit import (
     white_box_scores,
     with_canaries,
 )
-from .executors import get_executor
-from .harness import model_for, run
-from .resolve import ResolvedRun, resolved
 
 
 # --- the statistics ------------------------------------------------------------------------------------------

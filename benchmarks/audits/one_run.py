@@ -35,10 +35,10 @@ from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
 
+from ..harness import model_for, run
+from ..models.canary_inputs import CanaryInputs, extra_channels
+from ..resolve import ResolvedRun, resolved
 from . import fdp_bound
-from .harness import model_for, run
-from .models.canary_inputs import CanaryInputs, extra_channels
-from .resolve import ResolvedRun, resolved
 
 CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch", "exclusive_support", "canary_inputs")
 SCORES = ("loss", "margin", "reference_rank", "gradient_alignment", "relearn", "first_layer_projection",
@@ -119,7 +119,7 @@ def k_grid(m: int) -> list[int]:
 @dataclass
 class ScoreOutcome:
     """One score's strongest test: Steinke et al.'s bound (``epsilon_lb``, at the k it was reached) and, over the
-    same tests at the same level, the f-DP bounds (benchmarks/fdp_bound.py): ``fdp_epsilon_lb`` against the
+    same tests at the same level, the f-DP bounds (benchmarks/audits/fdp_bound.py): ``fdp_epsilon_lb`` against the
     (epsilon, delta) trade-off curve (refutes any (epsilon, delta) claim) and ``gdp_mu_lb`` (refutes a mu-GDP one)."""
 
     score: str
@@ -209,7 +209,7 @@ def resolve_scores(text: str, canary_kind: str, model: str) -> tuple[str, ...]:
     """``auto``: for exclusive-support canaries on a dense-input model the one decisive test
     (``exclusive_weight_change``), else every general score; ``all``: every score the kind and model allow;
     otherwise a comma-separated list, taken as given (``check_arguments`` refuses what does not fit)."""
-    from .models import MODELS
+    from ..models import MODELS
 
     if text not in ("auto", "all"):
         return tuple(t.strip() for t in text.split(",") if t.strip())
@@ -273,7 +273,7 @@ def check_canary_inputs(canary_kind: str, config: RunConfig, method) -> None:
 
 
 def _check_dense(model: str) -> None:
-    from .models import MODELS
+    from ..models import MODELS
 
     if not MODELS.get(model).dense_input:
         raise ConfigError(f"score 'exclusive_weight_change' is not allowed for model {model!r}: its first layer is a "

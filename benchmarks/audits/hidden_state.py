@@ -43,8 +43,8 @@ from inputdp.core.errors import ConfigError
 from inputdp.methods import create_method
 from inputdp.methods.base import TrainingSetup
 
-from .audit_runs import assign_inclusion, choose_rule, counts, split_halves
-from .sampling import batch_generator, poisson_batches
+from ..sampling import batch_generator, poisson_batches
+from .multi_run import assign_inclusion, choose_rule, counts, split_halves
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,7 +163,7 @@ class HiddenStateResult:
 
 def ceiling_for(runs: int, delta: float, beta: float = 0.05) -> float:
     """The largest bound the test half can give: every guess right, n runs in each world there."""
-    from .audit_runs import rate_bound
+    from .multi_run import rate_bound
 
     n = runs // 4
     return rate_bound(n, n, 0, n, delta=delta, beta=beta)

@@ -8,6 +8,10 @@ from pathlib import Path
 
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core import names
+from inputdp.core.config import PerfFlags
+
+#: a run on the CPU without progress bars: what most tests pass as ``perf``
+QUIET = PerfFlags(device="cpu", progress=False)
 
 #: the runs that hold no training: a sweep's or a study's parent run
 PARENTS = (names.KIND_SWEEP, names.KIND_STUDY)

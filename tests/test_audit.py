@@ -20,13 +20,10 @@ from inputdp.benchmarks.audits.one_run import (
     relearn_scores,
     white_box_scores,
 )
-from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.methods.dirichlet_softmax import dirichlet_nll
 
-from .helpers import smoke_config
-
-QUIET = PerfFlags(device="cpu", progress=False)
+from .helpers import QUIET, smoke_config
 
 
 def direct_p_value(eps: float, r: int, v: int, m: int, delta: float) -> float:

@@ -24,13 +24,10 @@ from inputdp.benchmarks.cli import main as cli_main
 from inputdp.benchmarks.harness import model_for
 from inputdp.benchmarks.models import build_model
 from inputdp.benchmarks.models.canary_inputs import CanaryInputs, extra_channels
-from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import load_tensor_data
 
-from .helpers import smoke_config
-
-QUIET = PerfFlags(device="cpu", progress=False)
+from .helpers import QUIET, smoke_config
 
 
 @pytest.fixture(scope="module")

@@ -36,13 +36,10 @@ from inputdp.benchmarks.audits.one_run import (
 from inputdp.benchmarks.harness import model_for, run
 from inputdp.benchmarks.models import build_model
 from inputdp.benchmarks.tracking import client, experiment_id
-from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value, load_tensor_data
 
-from .helpers import smoke_config
-
-QUIET = PerfFlags(device="cpu", progress=False)
+from .helpers import QUIET, smoke_config
 
 
 @pytest.fixture(scope="module")

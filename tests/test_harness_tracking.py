@@ -8,11 +8,8 @@ from inputdp.benchmarks.harness import PrivacyLedgerError, run
 from inputdp.benchmarks.resolve import resolve
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep, with_checked_data
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
-from inputdp.core.config import PerfFlags
 
-from .helpers import smoke_config
-
-QUIET = PerfFlags(device="cpu", progress=False)
+from .helpers import QUIET, smoke_config
 
 
 @pytest.mark.slow

@@ -11,11 +11,10 @@ from inputdp.benchmarks import harness
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
-from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.reports.leaderboard import leaderboard, load_runs, tidy
 
-QUIET = PerfFlags(device="cpu", progress=False)
+from .helpers import QUIET
 
 
 def _numbered(n_train: int = 100, n_test: int = 30):

@@ -8,16 +8,15 @@ import pytest
 import torch
 
 from inputdp.benchmarks.harness import run
-from inputdp.core.config import PerfFlags, PrivacySpec
+from inputdp.core.config import PrivacySpec
 from inputdp.datasets import load_tensor_data
 from inputdp.methods import METHODS, create_method
 from inputdp.methods.base import Method, PrivacyClaim
 
-from .helpers import smoke_config
+from .helpers import QUIET, smoke_config
 
 NAMES = METHODS.names()
 STEP_METHODS = [n for n in NAMES if not METHODS.get(n).load().capabilities.own_loop]  # one step per Poisson batch
-QUIET = PerfFlags(device="cpu", progress=False)
 TIMING_KEYS = ("time", "memory", "seconds", "throughput")
 
 

@@ -29,9 +29,9 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import METHODS as METHOD_REGISTRY
 from inputdp.methods import create_method
-from inputdp.methods.accounting.one_release import gaussian_release_epsilon
 from inputdp.methods.base import AUDIT_THRESHOLDS, Method
 
+from .fdp_bound import gdp_epsilon
 from .one_run import BETA
 
 #: the fraction of the claimed release's epsilon the empirical epsilon must reach for "tight"
@@ -43,11 +43,6 @@ DEFAULT_TRIALS = 400_000
 def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
     """The one-sided (1 - alpha) upper bound of a binomial rate from k successes in n."""
     return 1.0 if k >= n else float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
-
-
-def gdp_epsilon(mu: float, delta: float) -> float:
-    """The epsilon of mu-GDP at delta (mu-GDP is the Gaussian mechanism of sensitivity 1 and noise 1/mu)."""
-    return 0.0 if mu <= 0 else gaussian_release_epsilon(1.0 / mu, delta)
 
 
 @dataclass

@@ -28,6 +28,7 @@ from .harness import prepare, timed_steps
 from .memory import PeakMemory
 from .models import MODELS
 from .presets import GPU_CHECK_COMPARE, GPU_CHECK_SHAPES
+from .resolve import resolve
 from .sampling import batch_generator, poisson_batches
 from .speed import synthetic_data
 from .sweep import Overrides, build_config
@@ -60,7 +61,7 @@ def _parse_variants(text: str) -> list[str]:
 
 def _time_one(config, perf: PerfFlags, data, steps: int, warmup: int) -> dict[str, float]:
     """One configuration's steps through the harness's timing loop: ``warmup`` untimed, then ``steps`` timed."""
-    p = prepare(config, perf, data)
+    p = prepare(resolve(config), perf, data)
     q, n = config.privacy.sampling_rate, data.train_size
     gen = batch_generator(p.device, 0)
     timed_steps(p, poisson_batches(n, q, warmup, gen, p.device))

@@ -36,7 +36,7 @@ from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, 
 from .memory import PeakMemory
 from .models import MODELS, build_model
 from .models.canary_inputs import CanaryInputs
-from .resolve import ResolvedRun, resolved
+from .resolve import NOT_RESOLVED, ResolvedRun
 from .sampling import batch_generator, epoch_lengths, poisson_batches
 
 TRAIN_EVAL_EXAMPLES = 10000
@@ -253,15 +253,17 @@ def with_frontend_features(model: nn.Module, data: TensorData, *, augmented: boo
     return dataclasses.replace(data, x_train=x_train, x_test=x_test), time.perf_counter() - t0
 
 
-def prepare(run: ResolvedRun | RunConfig, perf: PerfFlags | None = None, data: TensorData | None = None, *,
+def prepare(run: ResolvedRun, perf: PerfFlags | None = None, data: TensorData | None = None, *,
             keep_initial: bool = False) -> Prepared:
-    """Data, model, optimizer and method of a run, ready for its first step. ``run`` is resolved once (a bare
-    configuration is resolved here: its one calibration)."""
+    """Data, model, optimizer and method of a run, ready for its first step. ``run`` was resolved once, above the
+    harness (its calibration, and the data's fingerprint where a sweep or audit checked them)."""
     perf = perf or PerfFlags()
     device = perf.resolve_device()
     if perf.threads:
         torch.set_num_threads(perf.threads)
-    r = resolved(run)
+    if not isinstance(run, ResolvedRun):
+        raise TypeError(NOT_RESOLVED.format(where="the harness", got=type(run).__name__))
+    r = run
     config = r.config
     seed_everything(config.seed)
     method = r.method()
@@ -269,7 +271,9 @@ def prepare(run: ResolvedRun | RunConfig, perf: PerfFlags | None = None, data: T
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
                                 train_examples=config.train_examples, test_examples=config.test_examples)
-    r = r.with_config(_with_fingerprint(config, data, check=loaded_here))
+    stamped = _with_fingerprint(config, data, check=loaded_here)
+    if stamped is not config:  # a resolution made without its data (a direct caller's): named by them here
+        r = r.with_config(stamped)
     config = r.config
     if config.holdout:
         check_holdout(config.holdout, data.train_size)
@@ -356,7 +360,7 @@ class NullCallback:
 
 
 def run(
-    config: ResolvedRun | RunConfig,
+    config: ResolvedRun,
     perf: PerfFlags | None = None,
     callback: RunCallback | None = None,
     *,
@@ -364,8 +368,7 @@ def run(
     keep_model: bool = False,
     step_hook: Callable[[int, torch.Tensor], None] | None = None,
 ) -> RunResult:
-    """Train and evaluate one configuration (resolved once: a bare configuration is resolved here). ``callback``
-    receives params, per-epoch and final metrics."""
+    """Train and evaluate one resolved configuration. ``callback`` receives params, per-epoch and final metrics."""
     perf = perf or PerfFlags()
     callback = callback or NullCallback()
     p = prepare(config, perf, data, keep_initial=keep_model)

@@ -15,7 +15,7 @@ import hashlib
 import json
 import math
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -23,11 +23,18 @@ from inputdp.core import names
 from inputdp.core.claims import Calibration, PrivacyClaim
 from inputdp.core.config import PerfFlags, RunConfig, precision
 from inputdp.core.errors import ConfigError
+from inputdp.datasets import check_holdout
+from inputdp.datasets.fingerprint import data_facts
 from inputdp.methods import METHODS, create_method
 from inputdp.methods.accounting import accounting_version
 from inputdp.methods.base import Method
 
 from .presets import preset_options, view_of
+
+#: the refusal of a bare configuration where a resolution is taken (the harness, the sweep's unit, the audits): a run
+#: is resolved, its data checked and fingerprinted, once, above them (``check_feasible``)
+NOT_RESOLVED = ("{where} takes a ResolvedRun, not {got}: resolve it once above it (check_feasible([config]), or "
+                "resolve(config) for data handed in)")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -91,7 +98,7 @@ class ResolvedRun:
         }
 
 
-def check_holdout(method: str, holdout: int) -> None:
+def check_method_holds_out(method: str, holdout: int) -> None:
     """Refuse a held-out run (``RunConfig.holdout``) where the test split is the method's public data."""
     if holdout and METHODS.get(method).load().capabilities.public_inputs_from_test:
         raise ConfigError(f"holdout={holdout} is not allowed with {method}: it takes public inputs from the test "
@@ -99,7 +106,7 @@ def check_holdout(method: str, holdout: int) -> None:
 
 
 def _calibrated(config: RunConfig) -> tuple[Method, Calibration]:
-    check_holdout(config.method, config.holdout)
+    check_method_holds_out(config.method, config.holdout)
     method = create_method(config.method, dict(config.method_options))
     t0 = time.perf_counter()
     calibration = method.noise_for(config.privacy)
@@ -132,7 +139,24 @@ def resolve_all(configs: Iterable[RunConfig]) -> list[ResolvedRun]:
         out.append(resolve(c, _calibration=seen[key]))
     return out
 
+def with_checked_data(config: RunConfig) -> RunConfig:
+    """The configuration with its data's content fingerprint, after every check that needs the data: labels in
+    range, ``--holdout`` below the training split, delta below 1/n for the n the run trains on. Cached by the files'
+    sizes and times (a few ``stat`` calls on a rerun), so bad input is refused before any store opens and the store
+    knows the run by its data, not by the data set's name."""
+    facts = data_facts(config.dataset, config.data_dir)
+    n = min(config.train_examples, facts.train_size) if config.train_examples > 0 else facts.train_size
+    if config.holdout:
+        check_holdout(config.holdout, n)
+    config.privacy.check_delta_for(n - config.holdout)
+    return config if config.data_fingerprint else config.replace(data_fingerprint=facts.fingerprint)
 
-def resolved(item: ResolvedRun | RunConfig) -> ResolvedRun:
-    """A ResolvedRun as it is, a RunConfig resolved (for callers that hold only the configuration)."""
-    return item if isinstance(item, ResolvedRun) else resolve(item)
+
+def check_feasible(configs: Sequence[RunConfig], *, check_data: bool = True) -> list[ResolvedRun]:
+    """Resolve every configuration once (one calibration per distinct method, options and budget), before any run
+    starts or store opens: a target a method cannot meet, a held-out run it cannot take, and (``check_data``) data
+    that do not fit the configuration (``with_checked_data``) are refused in one line up front. The resolutions carry
+    their data's fingerprint, and are what the sweep, the harness and the audits take. ``check_data=False`` leaves
+    the data to the workers that read them (a remote executor's)."""
+    runs = resolve_all(configs)  # the method's refusals first, then the data's
+    return [r.with_config(with_checked_data(r.config)) for r in runs] if check_data else runs

@@ -22,6 +22,7 @@ from inputdp.methods import METHODS, reference_method
 
 from .harness import Prepared, prepare, timed_steps
 from .memory import PeakMemory, current_rss_bytes
+from .resolve import resolve
 from .sweep import Overrides, build_config
 
 
@@ -90,7 +91,7 @@ def measure(
         config: RunConfig = build_config(method=n, dataset=dataset, preset=preset, epsilon=epsilon, seed=0,
                                          overrides=Overrides(model=model, norm=norm,
                                                              method_options={**(method_options or {}), n: options}))
-        prepared[label] = prepare(config, perf, data)
+        prepared[label] = prepare(resolve(config), perf, data)
     names = [label for label, _, _ in entries]
     cuda = device.startswith("cuda")
     times, peaks = _interleaved(prepared, names, data.train_size, device=device, batch_size=batch_size,
@@ -184,7 +185,7 @@ def _alone_child(method: str, options: dict, dataset: str, preset: str, model: s
     data, _ = _data(dataset, data_dir, "cpu", synthetic, max(4 * batch_size, 2048))
     config = build_config(method=method, dataset=dataset, preset=preset, epsilon=epsilon, seed=0,
                           overrides=Overrides(model=model, norm=norm, method_options={method: options}))
-    p = prepare(config, perf, data)
+    p = prepare(resolve(config), perf, data)
     g = torch.Generator().manual_seed(0)
     batches = [torch.randperm(data.train_size, generator=g)[:batch_size] for _ in range(steps)]
     before = current_rss_bytes()

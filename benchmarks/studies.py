@@ -157,12 +157,14 @@ def expanded(study: Study, data_dir: str | None = None) -> list:
     return configs
 
 
-def configurations(study: Study, data_dir: str | None = None) -> list[ResolvedRun]:
-    """Every training configuration of the study, resolved (one calibration per distinct budget); refused in one
-    line, before any store is opened, where a part names something unknown or a target a method cannot meet."""
-    from .sweep import resolve_all
+def configurations(study: Study, data_dir: str | None = None, *, check_data: bool = True) -> list[ResolvedRun]:
+    """Every training configuration of the study, resolved (one calibration per distinct budget) with its data
+    checked and fingerprinted (unless ``check_data`` is False: the declaration alone); refused in one line, before
+    any store is opened, where a part names something unknown, a target a method cannot meet or data that do not
+    fit."""
+    from .resolve import check_feasible
 
-    return resolve_all(expanded(study, data_dir))
+    return check_feasible(expanded(study, data_dir), check_data=check_data)
 
 
 def _finished(mlflow_client, exp: str, key: str) -> bool:
@@ -216,11 +218,10 @@ def _label(r: ResolvedRun) -> str:
 def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None,
            data_dir: str | None = None) -> StudyStatus:
     """The study's state in the store (its experiment is named after it); nothing is run."""
-    from .sweep import with_checked_data
     from .tracking import default_tracking_uri, open_store, runs_with_key, sqlite_path
 
     perf = perf or PerfFlags()
-    runs = [r.with_config(with_checked_data(r.config)) for r in configurations(study, data_dir)]
+    runs = configurations(study, data_dir)
     out = StudyStatus()
     uri = tracking_uri or default_tracking_uri()
     path = sqlite_path(uri)
@@ -231,7 +232,6 @@ def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = N
     for plan in study.audits:
         for r in (r for r in audited(runs) if plan.applies(r)):
             target = plan.of(r)
-            target = target.with_config(with_checked_data(target.config))
             out.add(f"audit ({plan.label()}) of {_label(r)}",
                     runs_with_key(mlflow_client, exp, audit_key(target, plan)) if exp else [])
     for part in study.parts:
@@ -288,10 +288,10 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
     """Run what the store lacks, first seed first: the first round of training configurations (a sweep: FINISHED
     ones skipped), the audits of every private row (at its first seed) and the speed measurement, then each later
     round of seeds. Returns (the sweeps' outcome, the labels of the audits and speed runs made now)."""
-    from .sweep import SweepOutcome, run_sweep, with_checked_data
+    from .sweep import SweepOutcome, run_sweep
 
     perf = perf or PerfFlags()
-    runs = [r.with_config(with_checked_data(r.config)) for r in configurations(study, data_dir)]
+    runs = configurations(study, data_dir)
     check_audits(study, runs)
     parent = study_run(study, tracking_uri)
     total, extra = SweepOutcome(), []
@@ -314,13 +314,11 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
                       parent: str, data_dir: str | None = None) -> list[str]:
     """Each audit of every private row the store lacks, then each part's speed measurement; their labels."""
     from .audits.one_run import audit, resolve_scores
-    from .sweep import with_checked_data
     from .tracking import MLflowTracker
 
     done = []
     for plan, r in [(plan, r) for plan in study.audits for r in audited(runs) if plan.applies(r)]:
-        r = plan.of(r)
-        r = r.with_config(with_checked_data(r.config))
+        r = plan.of(r)  # the row's configuration, its data fingerprint included, on the audit's model
         tracker = MLflowTracker(tracking_uri, study.name)
         key = audit_key(r, plan)
         if _finished(tracker.client, tracker.experiment_id, key):

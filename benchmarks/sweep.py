@@ -17,14 +17,13 @@ from typing import Any
 from inputdp.core import names
 from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig
 from inputdp.core.errors import ConfigError, Diverged, one_line
-from inputdp.datasets import canonical_name, check_holdout, dataset_info
-from inputdp.datasets.fingerprint import data_facts
+from inputdp.datasets import canonical_name, dataset_info
 from inputdp.methods import METHODS
 
 from .executors import get_executor
 from .models import check_size
 from .presets import PRESETS
-from .resolve import ResolvedRun, resolve_all, resolved
+from .resolve import NOT_RESOLVED, ResolvedRun, with_checked_data
 from .sampling import steps_per_epoch
 from .tracking import MLflowTracker, reap, run_name, runs_with_key
 
@@ -133,12 +132,6 @@ def expand(*, methods: Sequence[str], dataset: str, preset: str, epsilons: Seque
     return configs
 
 
-def check_feasible(configs: Sequence[RunConfig]) -> list[ResolvedRun]:
-    """Resolve every configuration (one calibration per distinct method, options and budget), before any data is
-    loaded or run started: a target a method cannot meet (or a held-out run it cannot take) is refused in one line
-    up front, not after the first runs of a sweep. Returns the resolutions, which the sweep runs."""
-    return resolve_all(configs)
-
 
 @dataclass
 class RunSummary:
@@ -165,7 +158,7 @@ class SweepOutcome:
         self.marked_failed += summary.marked_failed
 
 
-def run_configuration(run: ResolvedRun | RunConfig, tracking_uri: str | None, experiment: str, perf: PerfFlags,
+def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: str, perf: PerfFlags,
                       skip_finished: bool = True, parent_run_id: str | None = None) -> RunSummary:
     """Run one configuration unless the store has it FINISHED or another live process runs it.
 
@@ -177,8 +170,11 @@ def run_configuration(run: ResolvedRun | RunConfig, tracking_uri: str | None, ex
     # a store it cannot use is refused before the data are read; a study's runs are nested under its parent run
     tracker = MLflowTracker(tracking_uri, experiment,
                             extra_tags={names.TAG_PARENT_RUN: parent_run_id} if parent_run_id else None)
-    r = resolved(run)
-    r = r.with_config(with_checked_data(r.config))
+    if not isinstance(run, ResolvedRun):
+        raise TypeError(NOT_RESOLVED.format(where="run_configuration", got=type(run).__name__))
+    r = run
+    if not r.config.data_fingerprint:  # a remote worker: the data are read where the run happens
+        r = r.with_config(with_checked_data(r.config))
     marked = 0
     if skip_finished:
         claim = tracker.claim(r.key(perf), run_name(r.config))
@@ -196,26 +192,15 @@ def run_configuration(run: ResolvedRun | RunConfig, tracking_uri: str | None, ex
     return RunSummary(r.config, "ran", dict(result.metrics), marked)
 
 
-def with_checked_data(config: RunConfig) -> RunConfig:
-    """The configuration with its data's content fingerprint, after every check that needs the data: labels in
-    range, ``--holdout`` below the training split, delta below 1/n for the n the run trains on. Cached by the files'
-    sizes and times (a few ``stat`` calls on a rerun), so bad input is refused before any store opens and the store
-    knows the run by its data, not by the data set's name."""
-    facts = data_facts(config.dataset, config.data_dir)
-    n = min(config.train_examples, facts.train_size) if config.train_examples > 0 else facts.train_size
-    if config.holdout:
-        check_holdout(config.holdout, n)
-    config.privacy.check_delta_for(n - config.holdout)
-    return config if config.data_fingerprint else config.replace(data_fingerprint=facts.fingerprint)
 
-
-def mark_lost_run(run: ResolvedRun | RunConfig, error: str, *, tracking_uri: str | None, experiment: str,
+def mark_lost_run(run: ResolvedRun, error: str, *, tracking_uri: str | None, experiment: str,
                   perf: PerfFlags) -> RunSummary:
     """A worker died: its run is still RUNNING in the store; mark it FAILED now (a re-run would, too)."""
-    r = resolved(run)
+    r = run
     try:
         tracker = MLflowTracker(tracking_uri, experiment)
-        r = r.with_config(with_checked_data(r.config))
+        if not r.config.data_fingerprint:
+            r = r.with_config(with_checked_data(r.config))
         runs = runs_with_key(tracker.client, tracker.experiment_id, r.key(perf))
         marked = reap(tracker.client, tracker.experiment_id, runs)[1]
     except Exception:  # noqa: BLE001 - the store may be unreachable; the re-run marks it then
@@ -240,17 +225,17 @@ def sweep_run(runs: Sequence[ResolvedRun], *, tracking_uri: str | None, experime
     return parent_run(tracking_uri, experiment, key=f"sweep:{digest}", name=name, kind=names.KIND_SWEEP, note=note)
 
 
-def run_sweep(configs: Sequence[ResolvedRun | RunConfig], *, tracking_uri: str | None = None, experiment: str = "inputdp",
+def run_sweep(runs: Sequence[ResolvedRun], *, tracking_uri: str | None = None, experiment: str = "inputdp",
               perf: PerfFlags | None = None, skip_finished: bool = True, executor: str = "local",
               executor_options: dict[str, Any] | None = None, parent_run_id: str | None = None,
               nest: bool = False) -> SweepOutcome:
-    """Run every configuration through an executor (``local``, ``ray``, ``submitit``); see executors.py. Bare
-    configurations are resolved first (one calibration each); resolved ones are run as they are. The runs nest
-    under ``parent_run_id``, or with ``nest`` under the sweep's own parent run (``sweep_run``)."""
+    """Run every resolution (``check_feasible``) through an executor (``local``, ``ray``, ``submitit``); see
+    executors.py. The runs nest under ``parent_run_id``, or with ``nest`` under the sweep's own parent run
+    (``sweep_run``)."""
     perf = perf or PerfFlags()
-    runs = [c if isinstance(c, ResolvedRun) else None for c in configs]
-    if any(r is None for r in runs):
-        runs = resolve_all([c.config if isinstance(c, ResolvedRun) else c for c in configs])
+    for r in runs:
+        if not isinstance(r, ResolvedRun):
+            raise TypeError(NOT_RESOLVED.format(where="run_sweep", got=type(r).__name__))
     runner = get_executor(executor, **(executor_options or {}))
     runner.check_tracking_uri(tracking_uri)
     if nest and parent_run_id is None and runs:

@@ -219,3 +219,84 @@ def test_the_size_checks_see_a_long_function_and_a_bare_one(tmp_path):
     node = ast.parse(f"def f():\n{body}\n").body[0]
     assert node.end_lineno - node.lineno + 1 > MAX_FUNCTION_LINES
     assert ast.get_docstring(ast.parse("def g():\n    return 1\n").body[0]) is None
+
+
+# --- a run's configuration, traced from the command line to the store ---------------------------------------------
+
+class _PassTrace:
+    """Counts each time a function of a project module is entered, from another module, with the run's configuration
+    (a RunConfig, a ResolvedRun or the harness's Prepared run; or a list of them) among its arguments: the run's
+    passes through that module. A method of the configuration's own object (``config.key()``) and object construction
+    (``__init__``, ``dataclasses.replace``) are not passes; a generator counts once, not at each resumption."""
+
+    def __init__(self):
+        from inputdp.benchmarks.harness import Prepared
+        from inputdp.benchmarks.resolve import ResolvedRun
+        from inputdp.core.config import RunConfig
+
+        self.kinds = (RunConfig, ResolvedRun, Prepared)
+        self.passes: dict[str, list[str]] = {}
+        self._generators: set = set()
+
+    def _carries(self, value) -> bool:
+        return isinstance(value, self.kinds) or (isinstance(value, (list, tuple)) and bool(value)
+                                                  and isinstance(value[0], self.kinds))
+
+    def __call__(self, frame, event, arg) -> None:
+        if event != "call":
+            return
+        module = frame.f_globals.get("__name__", "")
+        caller = frame.f_back.f_globals.get("__name__", "") if frame.f_back else ""
+        code = frame.f_code
+        if not module.startswith("inputdp.") or caller == module or code.co_name.startswith("__"):
+            return
+        if code.co_flags & 0x20:  # a generator: its first entry only
+            if frame in self._generators:
+                return
+            self._generators.add(frame)
+        names_ = code.co_varnames[:code.co_argcount + code.co_kwonlyargcount]
+        if names_ and names_[0] in ("self", "cls"):
+            names_ = names_[1:]
+        if any(self._carries(frame.f_locals.get(n)) for n in names_):
+            self.passes.setdefault(module, []).append(code.co_name)
+
+    def __enter__(self):
+        import sys
+
+        sys.setprofile(self)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        import sys
+
+        sys.setprofile(None)
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "--methods", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke", "--epsilons", "4",
+     "--seeds", "0", "--steps", "4", "--no-progress"],
+    ["audit", "--method", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke", "--epsilon", "4",
+     "--canaries", "20", "--steps", "4", "--json"]], ids=["run", "audit"])
+def test_a_runs_configuration_passes_through_each_module_at_most_twice(argv, tmp_path, capsys):
+    """From ``bench`` to the store, the configuration is resolved, checked and fingerprinted once (resolve), handed
+    down, and never re-resolved below: no module is entered with it more than twice."""
+    from inputdp.benchmarks.cli import main
+
+    with _PassTrace() as trace:
+        assert main([*argv, "--tracking-uri", f"sqlite:///{tmp_path / 's.db'}"]) == 0
+    assert trace.passes["inputdp.benchmarks.resolve"] == ["check_feasible"]  # the one resolution, above the harness
+    assert "inputdp.benchmarks.harness" in trace.passes and "inputdp.benchmarks.tracking" in trace.passes
+    assert {m: p for m, p in trace.passes.items() if len(p) > 2} == {}
+
+
+def test_the_pass_trace_counts_each_entry_with_the_configuration():
+    from inputdp.benchmarks.resolve import resolve
+    from tests.helpers import smoke_config
+
+    config = smoke_config("nonprivate")
+    with _PassTrace() as trace:
+        for _ in range(3):
+            resolve(config)
+        config.key()  # the configuration's own method: not a pass
+    assert trace.passes["inputdp.benchmarks.resolve"] == ["resolve"] * 3
+    assert "inputdp.core.config" not in trace.passes

@@ -20,6 +20,7 @@ from inputdp.benchmarks.audits.one_run import (
     relearn_scores,
     white_box_scores,
 )
+from inputdp.benchmarks.resolve import resolve
 from inputdp.core.errors import ConfigError
 from inputdp.methods.dirichlet_softmax import dirichlet_nll
 
@@ -156,7 +157,7 @@ def test_canaries_are_recorded_and_kept_out_of_the_base():
 def test_soundness_on_dpsgd(seed):
     """A correct mechanism: the bound never exceeds the claimed epsilon, for any score."""
     config = smoke_config("dpsgd", epsilon=1.0, seed=seed, epochs=6)
-    result = audit(config, canaries=200, canary_kind="random_pattern", perf=QUIET)
+    result = audit(resolve(config), canaries=200, canary_kind="random_pattern", perf=QUIET)
     for o in result.outcomes:
         assert o.epsilon_lb <= 1.0, (o.score, o.epsilon_lb)
 
@@ -165,7 +166,7 @@ def test_soundness_on_dpsgd(seed):
 def test_power_on_nonprivate():
     """Non-private training memorises input-space canaries: a clearly positive bound."""
     config = smoke_config("nonprivate", epochs=10)
-    result = audit(config, canaries=200, canary_kind="random_pattern", perf=QUIET)
+    result = audit(resolve(config), canaries=200, canary_kind="random_pattern", perf=QUIET)
     assert result.best.epsilon_lb >= 0.5, result.as_json()
     assert result.best.epsilon_lb <= result.best.ceiling
     json.dumps(result.as_json())

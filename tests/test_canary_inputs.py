@@ -24,6 +24,7 @@ from inputdp.benchmarks.cli import main as cli_main
 from inputdp.benchmarks.harness import model_for
 from inputdp.benchmarks.models import build_model
 from inputdp.benchmarks.models.canary_inputs import CanaryInputs, extra_channels
+from inputdp.benchmarks.resolve import resolve
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import load_tensor_data
 
@@ -94,7 +95,7 @@ def test_canary_input_change_is_exactly_zero_for_every_canary_a_noise_free_metho
     config = smoke_config("dirichlet_softmax", epsilon=4.0, steps=120)
     tracker = MLflowTracker(uri, "audits")  # tagged as bench audit tags it
     tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key()})
-    result = audit(config, canaries=60, canary_kind="canary_inputs", perf=QUIET, tracker=tracker)
+    result = audit(resolve(config), canaries=60, canary_kind="canary_inputs", perf=QUIET, tracker=tracker)
     (o,) = result.outcomes
     assert result.tests == 2 and o.score == "canary_input_change" and o.guesses == 60  # one guess set, two analyses
     assert o.correct >= 57 and o.epsilon_lb > 2.0  # q = 0.05, 120 steps: P(never sampled) = 0.2%
@@ -108,7 +109,7 @@ def test_canary_input_change_is_exactly_zero_for_every_canary_a_noise_free_metho
 
 @pytest.mark.slow
 def test_the_decisive_test_stays_below_the_claim_for_dpsgd():
-    dpsgd = audit(smoke_config("dpsgd", epsilon=1.0, steps=80), canaries=60, canary_kind="canary_inputs", perf=QUIET)
+    dpsgd = audit(resolve(smoke_config("dpsgd", epsilon=1.0, steps=80)), canaries=60, canary_kind="canary_inputs", perf=QUIET)
     assert dpsgd.best.epsilon_lb <= 1.0 and dpsgd.best.fdp_epsilon_lb <= 1.0
 
 

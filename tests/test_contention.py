@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 
 from inputdp.benchmarks.harness import contention, run
+from inputdp.benchmarks.resolve import resolve
 from inputdp.core import names
 from inputdp.core.config import PerfFlags
 from inputdp.reports.leaderboard import _uncontended_median
@@ -30,7 +31,7 @@ def test_contention_reads_the_median_load_of_the_timed_epochs():
 
 
 def test_every_epoch_records_its_cpu_per_wall_and_load():
-    result = run(smoke_config("nonprivate", epochs=2), PerfFlags(device="cpu", progress=False, threads=1))
+    result = run(resolve(smoke_config("nonprivate", epochs=2)), PerfFlags(device="cpu", progress=False, threads=1))
     for epoch in result.epochs:
         assert 0.0 < epoch[names.METRIC_CPU_PER_WALL] < 64 and epoch[names.METRIC_LOAD] >= 0
     assert result.metrics[names.METRIC_CONTENDED] in (0.0, 1.0)
@@ -50,10 +51,10 @@ def test_an_own_loop_run_records_its_contention_too(monkeypatch):
 
     monkeypatch.setattr(harness._LoadSampler, "__init__", _fast_sampler_init(harness._LoadSampler.__init__))
     perf = PerfFlags(device="cpu", progress=False, threads=1)
-    calm = run(smoke_config("pate", epsilon=8.0), perf).metrics
+    calm = run(resolve(smoke_config("pate", epsilon=8.0)), perf).metrics
     assert calm[names.METRIC_CONTENDED] in (0.0, 1.0) and 0.0 < calm[names.METRIC_CPU_PER_WALL] < 64
     monkeypatch.setattr(harness, "load_average", lambda: 9.0)  # another job on every core
-    busy = run(smoke_config("pate", epsilon=8.0), perf).metrics
+    busy = run(resolve(smoke_config("pate", epsilon=8.0)), perf).metrics
     assert busy[names.METRIC_CONTENDED] == 1.0 and busy[names.METRIC_MAX_LOAD] == 9.0
 
 

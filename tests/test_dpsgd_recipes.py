@@ -8,6 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inputdp.benchmarks.resolve import resolve
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import dpsgd as dpsgd_module
@@ -177,7 +178,7 @@ def test_cifar_shaped_best_dpsgd_runs_a_few_steps_on_the_cpu():
     # about 6 examples a step here, 2 per backward pass: the micro-batched path of the full-size run
     config = build_config(method="dpsgd", dataset="cifar10", preset="best", epsilon=1.0, seed=0,
                           overrides=Overrides(steps=2, sampling_rate=0.125, method_options={"dpsgd": {"micro_batch": 2}}))
-    result = run(config, PerfFlags(device="cpu", progress=False), data=synthetic_data("cifar10", 48, "cpu"),
+    result = run(resolve(config), PerfFlags(device="cpu", progress=False), data=synthetic_data("cifar10", 48, "cpu"),
                  keep_model=True)
     assert result.metrics["total_steps"] == 2 and 0.0 <= result.metrics["final_test_accuracy"] <= 1.0
     assert isinstance(result.model.features[1].conv1, WSConv2d)  # weight-standardised, and the EMA copy released

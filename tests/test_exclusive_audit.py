@@ -35,6 +35,7 @@ from inputdp.benchmarks.audits.one_run import (
 )
 from inputdp.benchmarks.harness import model_for, run
 from inputdp.benchmarks.models import build_model
+from inputdp.benchmarks.resolve import resolve
 from inputdp.benchmarks.tracking import client, experiment_id
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value, load_tensor_data
@@ -99,7 +100,7 @@ def test_score_is_exactly_zero_without_the_canary_and_positive_with_it(small_mni
     config = smoke_config("nonprivate", model="mlp", steps=200)
     made = make_canaries("exclusive_support", small_mnist, 10, seed=1)
     for data, expect_moved in ((made.base, np.zeros(10, bool)), (with_canaries(made), made.included)):
-        result = run(config, QUIET, data=data, keep_model=True)
+        result = run(resolve(config), QUIET, data=data, keep_model=True)
         initial = model_for(config, data.info, result.norm)
         initial.load_state_dict(result.initial_state)
         change = exclusive_weight_change(result.model, initial, made.support)
@@ -111,13 +112,13 @@ def test_score_is_exactly_zero_without_the_canary_and_positive_with_it(small_mni
 def test_conv_models_are_refused_not_scored_zero(small_mnist):
     config = smoke_config("nonprivate")  # small_cnn
     with pytest.raises(ConfigError, match="first layer is a convolution.*--model mlp"):
-        audit(config, canaries=10, canary_kind="exclusive_support", scores=("exclusive_weight_change",), perf=QUIET)
+        audit(resolve(config), canaries=10, canary_kind="exclusive_support", scores=("exclusive_weight_change",), perf=QUIET)
     cnn = build_model("small_cnn", num_classes=10, channels=1, size=28, norm="group", width=8)
     made = make_canaries("exclusive_support", small_mnist, 4, seed=0)
     with pytest.raises(ConfigError, match="Conv2d, not dense"):
         exclusive_weight_change(cnn, cnn, made.support)
     with pytest.raises(ConfigError, match="use --canary-kind exclusive_support"):
-        audit(smoke_config("nonprivate", model="mlp"), canaries=10, canary_kind="random_pattern",
+        audit(resolve(smoke_config("nonprivate", model="mlp")), canaries=10, canary_kind="random_pattern",
               scores=("exclusive_weight_change",), perf=QUIET)
     # on a conv model, "auto" means the general scores, and the kind's reference-free ones only
     assert resolve_scores("auto", "exclusive_support", "mlp") == ("exclusive_weight_change",)
@@ -143,13 +144,13 @@ def test_cli_refuses_exclusive_score_on_a_conv_model_in_one_line(tmp_path):
 def test_one_run_exclusive_audit_decides_dirichlet_and_stays_sound_for_dpsgd():
     """The decisive test on the smoke preset: Dirichlet-softmax, whose noise never reaches the parameters, has
     every guess right (the one-test ceiling); DP-SGD at the same claimed epsilon stays below its claim."""
-    dirichlet = audit(smoke_config("dirichlet_softmax", epsilon=1.0, model="mlp", steps=200),
+    dirichlet = audit(resolve(smoke_config("dirichlet_softmax", epsilon=1.0, model="mlp", steps=200)),
                       canaries=40, canary_kind="exclusive_support", perf=QUIET)
     (o,) = dirichlet.outcomes
     assert dirichlet.tests == 2 and o.score == "exclusive_weight_change"  # one guess set, read twice
     assert o.correct == o.guesses == 40 and o.epsilon_lb == o.ceiling > 2.3  # 40 of 40 at level 0.05/2: 2.34
     assert "one test" in dirichlet.family()
-    dpsgd = audit(smoke_config("dpsgd", epsilon=1.0, model="mlp", steps=200),
+    dpsgd = audit(resolve(smoke_config("dpsgd", epsilon=1.0, model="mlp", steps=200)),
                   canaries=40, canary_kind="exclusive_support", perf=QUIET)
     assert dpsgd.best.epsilon_lb <= 1.0
 
@@ -224,7 +225,7 @@ def test_multi_run_audit_logs_one_mlflow_run_with_counts(tmp_path, monkeypatch):
 
     config = smoke_config("dirichlet_softmax", epsilon=4.0, model="mlp", steps=120)
     tracker = MLflowTracker(uri, "mr", extra_tags={"kind": "audit", "audit_of_match_key": config.match_key()})
-    result = multi_run_audit(config, runs=16, canary_kind="exclusive_support", score="exclusive_weight_change",
+    result = multi_run_audit(resolve(config), runs=16, canary_kind="exclusive_support", score="exclusive_weight_change",
                              perf=QUIET, tracker=tracker)
     # the scores themselves: exactly 0 for every run without the canary, positive with it
     for r in result.scores:
@@ -277,12 +278,12 @@ def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(tmp_path, 
     config = smoke_config("dirichlet_softmax", epsilon=4.0, model="mlp")
     resumed = False
     with pytest.raises(KeyboardInterrupt):
-        multi_run_audit(config, runs=16, canary_kind="exclusive_support", score="exclusive_weight_change", perf=QUIET)
-    journal = audit_runs.journal_path(config, audit_runs.CanarySpec("exclusive_support", "exclusive_weight_change",
+        multi_run_audit(resolve(config), runs=16, canary_kind="exclusive_support", score="exclusive_weight_change", perf=QUIET)
+    journal = audit_runs.journal_path(resolve(config), audit_runs.CanarySpec("exclusive_support", "exclusive_weight_change",
                                                                     config.seed), 16)
     assert len(journal.read_text().splitlines()) == 5
     resumed, first = True, list(calls)
-    result = multi_run_audit(config, runs=16, canary_kind="exclusive_support", score="exclusive_weight_change",
+    result = multi_run_audit(resolve(config), runs=16, canary_kind="exclusive_support", score="exclusive_weight_change",
                              perf=QUIET)
     assert len(calls) == 16 and set(calls[5:]).isdisjoint(first)
     assert [r.seed for r in result.scores] == list(range(config.seed, config.seed + 16))

@@ -13,6 +13,7 @@ import torch
 
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.harness import prepare, run
+from inputdp.benchmarks.resolve import check_feasible, resolve
 from inputdp.benchmarks.sampling import batch_generator, poisson_batches, poisson_indices, poisson_indices_by_coins
 from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
@@ -27,7 +28,7 @@ def _prepared(method: str, perf: PerfFlags = BF16, **options):
     config = build_config(method=method, dataset="synthetic", preset="smoke", epsilon=4.0, seed=0,
                           overrides=Overrides(sampling_rate=32 / 512, steps=4, train_examples=512,
                                               method_options={method: options} if options else {}))
-    return prepare(config, perf, data), data
+    return prepare(resolve(config), perf, data), data
 
 
 def _batch(data, n=32):
@@ -122,8 +123,8 @@ def test_bad_amp_is_one_line(capsys):
 def test_a_bf16_smoke_run_trains_as_float32_does():
     config = build_config(method="nonprivate", dataset="synthetic", preset="smoke", epsilon=4.0, seed=0,
                           overrides=Overrides())
-    fp32 = run(config, PerfFlags(device="cpu", progress=False)).metrics["final_test_accuracy"]
-    bf16 = run(config, BF16).metrics["final_test_accuracy"]
+    fp32 = run(resolve(config), PerfFlags(device="cpu", progress=False)).metrics["final_test_accuracy"]
+    bf16 = run(resolve(config), BF16).metrics["final_test_accuracy"]
     assert bf16 > 0.8 and abs(bf16 - fp32) < 0.03  # the cpu-preset Dirichlet comparison (2 seeds): README
 
 
@@ -266,9 +267,9 @@ def test_a_bf16_run_is_not_the_float32_run_of_its_configuration(tmp_path):
     configs = expand(methods=["nonprivate"], dataset="synthetic", preset="smoke", epsilons=[1.0], seeds=[0],
                      overrides=Overrides(steps=4))
     fp32 = PerfFlags(device="cpu", progress=False)
-    assert len(run_sweep(configs, tracking_uri=uri, perf=fp32).ran) == 1
-    second = run_sweep(configs, tracking_uri=uri, perf=BF16)
+    assert len(run_sweep(check_feasible(configs), tracking_uri=uri, perf=fp32).ran) == 1
+    second = run_sweep(check_feasible(configs), tracking_uri=uri, perf=BF16)
     assert len(second.ran) == 1 and not second.skipped  # not taken for the float32 run
-    assert len(run_sweep(configs, tracking_uri=uri, perf=BF16).skipped) == 1  # but a bf16 rerun is
+    assert len(run_sweep(check_feasible(configs), tracking_uri=uri, perf=BF16).skipped) == 1  # but a bf16 rerun is
     train, _ = tidy(load_runs(uri))
     assert sorted(train["method"]) == ["nonprivate", "nonprivate [bf16]"]

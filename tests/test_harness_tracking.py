@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from inputdp.benchmarks.harness import PrivacyLedgerError, run
-from inputdp.benchmarks.resolve import resolve
-from inputdp.benchmarks.sweep import Overrides, expand, run_sweep, with_checked_data
+from inputdp.benchmarks.resolve import check_feasible, resolve, with_checked_data
+from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 
 from .helpers import QUIET, smoke_config
@@ -16,7 +16,7 @@ from .helpers import QUIET, smoke_config
 def test_run_logs_params_tags_and_epoch_metrics(tmp_path):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     config = smoke_config("dirichlet_softmax", epochs=2)
-    result = run(config, QUIET, MLflowTracker(uri, "t"))
+    result = run(resolve(config), QUIET, MLflowTracker(uri, "t"))
     c = client(uri)
     (r,) = c.search_runs([experiment_id(c, "t")])
     assert r.info.status == "FINISHED"
@@ -48,7 +48,7 @@ def test_sweep_skips_finished_and_reruns_unfinished(tmp_path):
     configs = expand(methods=["nonprivate", "dirichlet_softmax"], dataset="synthetic", preset="smoke", epsilons=[1, 4],
                      seeds=[0], overrides=Overrides(epochs=1))
     assert len(configs) == 3  # the non-private reference once per seed
-    first = run_sweep(configs, tracking_uri=uri, perf=QUIET)
+    first = run_sweep(check_feasible(configs), tracking_uri=uri, perf=QUIET)
     assert len(first.ran) == 3 and not first.skipped
     # a run whose process died without ending it (as after SIGKILL) stays RUNNING in the store
     import socket
@@ -60,7 +60,7 @@ def test_sweep_skips_finished_and_reruns_unfinished(tmp_path):
     c = client(uri)
     c.create_run(experiment_id(c), tags={"config_key": resolve(with_checked_data(stale_cfg)).key(),
                                          "pid": dead.stdout.strip(), "host": socket.gethostname()})
-    second = run_sweep([*configs, stale_cfg], tracking_uri=uri, perf=QUIET)
+    second = run_sweep(check_feasible([*configs, stale_cfg]), tracking_uri=uri, perf=QUIET)
     assert len(second.skipped) == 3 and len(second.ran) == 1 and second.marked_failed == 1
     c = client(uri)
     runs = c.search_runs([experiment_id(c)])
@@ -75,7 +75,7 @@ def test_failed_run_is_marked_failed(tmp_path, monkeypatch):
 
     monkeypatch.setattr(DirichletSoftmax, "epsilon_spent", lambda self, steps: 99.0)  # a lying ledger
     with pytest.raises(PrivacyLedgerError):
-        run(smoke_config("dirichlet_softmax"), QUIET, MLflowTracker(uri))
+        run(resolve(smoke_config("dirichlet_softmax")), QUIET, MLflowTracker(uri))
     c = client(uri)
     (r,) = c.search_runs([experiment_id(c)])
     assert r.info.status == "FAILED"
@@ -87,15 +87,15 @@ def test_a_finished_run_keeps_no_bookkeeping_tags_and_an_audit_is_named_so(tmp_p
     from inputdp.core import names
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
-    out = run_sweep(expand(methods=["nonprivate"], dataset="synthetic", preset="smoke", epsilons=[1], seeds=[0],
-                           overrides=Overrides(steps=4)), tracking_uri=uri, perf=QUIET)
+    out = run_sweep(check_feasible(expand(methods=["nonprivate"], dataset="synthetic", preset="smoke", epsilons=[1], seeds=[0],
+                           overrides=Overrides(steps=4))), tracking_uri=uri, perf=QUIET)
     assert len(out.ran) == 1
     (finished,) = client(uri).search_runs([experiment_id(client(uri))])
     assert finished.info.status == "FINISHED"
     assert set(names.BOOKKEEPING_TAGS).isdisjoint(finished.data.tags)  # pid, host, owner, heartbeat, claim, note
     assert finished.data.tags[names.TAG_METHOD] == "nonprivate"  # what the run is stays
     tracker = MLflowTracker(uri, extra_tags={names.TAG_KIND: names.KIND_AUDIT})
-    audit(smoke_config("nonprivate", steps=4), canaries=20, perf=QUIET, tracker=tracker)
+    audit(resolve(smoke_config("nonprivate", steps=4)), canaries=20, perf=QUIET, tracker=tracker)
     names_seen = {r.info.run_name for r in client(uri).search_runs([experiment_id(client(uri))])}
     assert any(n.startswith(names.AUDIT_RUN_PREFIX) for n in names_seen)
     assert sum(not n.startswith(names.AUDIT_RUN_PREFIX) for n in names_seen) == 1

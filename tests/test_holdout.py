@@ -9,6 +9,7 @@ import torch
 
 from inputdp.benchmarks import harness
 from inputdp.benchmarks.cli import main
+from inputdp.benchmarks.resolve import resolve
 from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.errors import ConfigError
@@ -55,15 +56,15 @@ def _config(method: str = "dirichlet_softmax", holdout: int = 20, seed: int = 0)
 
 def test_a_held_out_run_trains_without_them_and_reports_its_accuracy_on_them():
     data = _numbered()
-    p = harness.prepare(_config(), QUIET, data)
+    p = harness.prepare(resolve(_config()), QUIET, data)
     assert p.data.train_size == 80 and _ids(p.data.x_test) == _ids(data.hold_out(20).x_test)
     assert harness._params_and_tags(p)[0]["train_size"] == 80 and harness._params_and_tags(p)[0]["holdout"] == 20
-    result = harness.run(_config(), QUIET, data=data, keep_model=True)
+    result = harness.run(resolve(_config()), QUIET, data=data, keep_model=True)
     held = data.hold_out(20)
     acc, _ = harness.evaluate(result.model, held.x_test, held.y_test, 1000)
     assert result.metrics["final_test_accuracy"] == pytest.approx(acc)
     # the privacy figures are those of the same (epsilon, delta, q, T): nothing about them depends on the split
-    plain = harness.run(_config(holdout=0), QUIET, data=data)
+    plain = harness.run(resolve(_config(holdout=0)), QUIET, data=data)
     assert result.claim == plain.claim
     assert result.metrics["final_epsilon_spent"] == pytest.approx(plain.metrics["final_epsilon_spent"], rel=1e-12)
 
@@ -71,19 +72,19 @@ def test_a_held_out_run_trains_without_them_and_reports_its_accuracy_on_them():
 def test_a_scatter_models_held_out_run_splits_the_features_computed_for_the_whole_training_set():
     data = synthetic_data("mnist", 60, "cpu")
     config = dataclasses.replace(_config(holdout=10), model="scatter_linear", norm="group")
-    p = harness.prepare(config, QUIET, data)
+    p = harness.prepare(resolve(config), QUIET, data)
     assert p.data.train_size == 50 and tuple(p.data.x_test.shape) == (10, 81, 7, 7)
 
 
 def test_pate_refuses_a_holdout_its_public_inputs_would_be_private_examples(monkeypatch):
-    from inputdp.benchmarks.sweep import check_feasible
+    from inputdp.benchmarks.resolve import check_feasible
 
     def no_data(*args, **kwargs):
         raise AssertionError("data was loaded before the refusal")
 
     monkeypatch.setattr(harness, "load_tensor_data", no_data)
     with pytest.raises(ConfigError, match="holdout=20 is not allowed with pate: it takes public inputs"):
-        harness.prepare(_config("pate"), QUIET)  # refused before any data is read
+        harness.prepare(resolve(_config("pate")), QUIET)  # refused before any data is read
     with pytest.raises(ConfigError, match="holdout=20 is not allowed with pate: it takes public inputs"):
         check_feasible([_config("dpsgd"), _config("pate")])  # a sweep refuses it before its first run
 
@@ -115,6 +116,6 @@ def test_an_audit_refuses_a_holdout_that_could_take_its_canaries_out():
     from inputdp.benchmarks.audits.one_run import audit
 
     with pytest.raises(ConfigError, match="holdout=20 is not allowed in an audit"):
-        audit(_config(), canaries=10, perf=QUIET, data=_numbered())
+        audit(resolve(_config()), canaries=10, perf=QUIET, data=_numbered())
     with pytest.raises(ConfigError, match="holdout=20 is not allowed in an audit"):
-        multi_run_audit(_config(), runs=8, canary_kind="random_pattern", score="loss", perf=QUIET)
+        multi_run_audit(resolve(_config()), runs=8, canary_kind="random_pattern", score="loss", perf=QUIET)

@@ -21,6 +21,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from inputdp.benchmarks.cli import main
+from inputdp.benchmarks.resolve import check_feasible
 
 from .helpers import idx_file as _idx
 from .helpers import write_mnist
@@ -451,11 +452,15 @@ _steps = st.one_of(st.integers(min_value=-5, max_value=10**13), st.sampled_from(
        steps=st.one_of(_steps, _text))
 def test_calibrate_either_meets_the_target_or_refuses_in_one_line(method, epsilon, delta, q, steps):
     # dpsgd's default PLD takes up to about 3 s at extreme (q, T) (q = 1e-5, T = 1e5: a wide loss distribution); the
-    # time bound here is RDP's, and PLD's refusals and answers are tested in tests/test_pld.py
+    # time bound here is RDP's, and PLD's refusals and answers are tested in tests/test_pld.py. The per-example
+    # accountant (dirichlet_softmax, gaussian_penultimate) composes a PLD T times per trial sigma: at q = 1e-5,
+    # T = 1,369,556 its calibration took 13 s here (ten dp_accounting self-compositions of 1.3 s), so its bound is
+    # "no hang", not "instant"
     extra = ["--option", "accountant=rdp"] if method == "dpsgd" else []
     code, out, err, seconds = _call(["calibrate", "--method", method, "--epsilon", epsilon, "--delta", delta,
                                      "--sampling-rate", q, "--steps", steps, "--json", *extra])
-    assert seconds < 2.0, (method, epsilon, delta, q, steps, seconds)
+    per_example = method in ("dirichlet_softmax", "gaussian_penultimate")
+    assert seconds < (30.0 if per_example else 2.0), (method, epsilon, delta, q, steps, seconds)
     assert "Traceback" not in err + out
     if code == 0:
         result = json.loads(out)
@@ -478,7 +483,7 @@ def test_the_library_refuses_a_store_it_cannot_use(uri, needle):
                      overrides=Overrides(steps=2))
     start = time.perf_counter()
     with pytest.raises(ConfigError, match=needle):
-        run_sweep(configs, tracking_uri=uri)
+        run_sweep(check_feasible(configs, check_data=False), tracking_uri=uri)  # the data are not read here
     assert time.perf_counter() - start < 10
 
 

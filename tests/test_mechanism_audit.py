@@ -12,6 +12,7 @@ from scipy import stats
 
 from inputdp.benchmarks.audits import mechanism as ma
 from inputdp.benchmarks.cli import main
+from inputdp.benchmarks.resolve import check_feasible
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
@@ -128,7 +129,7 @@ def test_cli_writes_the_table_and_the_leaderboard_says_tight(tmp_path, capsys):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     configs = expand(methods=["dpsgd"], dataset="synthetic", preset="smoke", epsilons=[2], seeds=[0],
                      overrides=Overrides(epochs=1))
-    run_sweep(configs, tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
+    run_sweep(check_feasible(configs), tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
     rc = main(["audit", "--mechanism", "--method", "dpsgd", "--dataset", "synthetic", "--preset", "smoke",
                "--epsilons", "2", "--epochs", "1", "--noise-scales", "1,0.5", "--trials", "40000", "--tracking-uri", uri,
                "--out", str(tmp_path / "out")])

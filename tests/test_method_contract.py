@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from inputdp.benchmarks.harness import run
+from inputdp.benchmarks.resolve import resolve
 from inputdp.core.config import PrivacySpec
 from inputdp.datasets import load_tensor_data
 from inputdp.methods import METHODS, create_method
@@ -80,8 +81,8 @@ def test_calibration_round_trip(name, epsilon):
 @pytest.mark.parametrize("name", NAMES)
 def test_one_epoch_smoke_run_and_determinism(name):
     config = smoke_config(name)
-    a = run(config, QUIET, keep_model=True)
-    b = run(config, QUIET)
+    a = run(resolve(config), QUIET, keep_model=True)
+    b = run(resolve(config), QUIET)
     if name in STEP_METHODS:
         assert a.metrics["epochs"] == 1 and a.metrics["total_steps"] == config.privacy.steps
         # the accuracy reported is the returned model's, recomputed here without the harness
@@ -99,7 +100,7 @@ def test_one_epoch_smoke_run_and_determinism(name):
     same = {k: v for k, v in a.metrics.items() if not any(t in k for t in TIMING_KEYS)}
     again = {k: v for k, v in b.metrics.items() if not any(t in k for t in TIMING_KEYS)}
     assert same == again
-    other = run(config.replace(seed=1), QUIET)
+    other = run(resolve(config.replace(seed=1)), QUIET)
     assert other.metrics != a.metrics  # the seed matters
 
 
@@ -108,7 +109,7 @@ def test_one_epoch_smoke_run_and_determinism(name):
 def test_empty_batches_are_handled(name):
     # q tiny: most batches are empty; the run must still count each step and finish
     config = smoke_config(name, sampling_rate=0.0005, steps=30)
-    result = run(config, QUIET)
+    result = run(resolve(config), QUIET)
     assert result.metrics["total_steps"] == 30
 
 

@@ -7,9 +7,8 @@ import os
 import pytest
 
 from inputdp.benchmarks.harness import run
-from inputdp.benchmarks.resolve import resolve
+from inputdp.benchmarks.resolve import resolve, with_checked_data
 from inputdp.benchmarks.server import start_mlflow_server
-from inputdp.benchmarks.sweep import with_checked_data
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 from inputdp.core.config import PerfFlags
 
@@ -24,7 +23,7 @@ def test_run_through_real_server(tmp_path):
                                  log_path=str(tmp_path / "server.log"))
     try:
         config = smoke_config("nonprivate")
-        result = run(config, PerfFlags(device="cpu", progress=False), MLflowTracker(server.uri, "server-test"))
+        result = run(resolve(config), PerfFlags(device="cpu", progress=False), MLflowTracker(server.uri, "server-test"))
         c = client(server.uri)
         (r,) = c.search_runs([experiment_id(c, "server-test")])
         assert r.info.status == "FINISHED" and r.data.tags["config_key"] == resolve(with_checked_data(config)).key()

@@ -13,7 +13,8 @@ from PIL import Image
 
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.models import MODELS, build_model
-from inputdp.benchmarks.sweep import Overrides, build_config, with_checked_data
+from inputdp.benchmarks.resolve import check_feasible, resolve, with_checked_data
+from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import DATASETS, canonical_name, dataset_info, load_tensor_data
 from inputdp.datasets import fingerprint as fp
@@ -320,7 +321,7 @@ def _sweep(dataset, data_dir, uri, seeds=(0,)):
 
     configs = expand(methods=["nonprivate"], dataset=dataset, preset="smoke", epsilons=[1.0], seeds=list(seeds),
                      overrides=Overrides(steps=3, data_dir=str(data_dir)))
-    return run_sweep(configs, tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
+    return run_sweep(check_feasible(configs), tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
 
 
 def test_other_images_under_a_registered_name_are_another_configuration_and_row(tmp_path):
@@ -375,4 +376,4 @@ def test_a_configuration_stamped_with_other_data_is_refused(tmp_path):
     config = build_config(method="nonprivate", dataset=f"npz:{tmp_path / 'd.npz'}", preset="smoke", epsilon=math.inf,
                           seed=0, overrides=Overrides(steps=2)).replace(data_fingerprint="0" * 16)
     with pytest.raises(ConfigError, match="has changed since this run was configured"):
-        run(config, PerfFlags(device="cpu", progress=False))
+        run(resolve(config), PerfFlags(device="cpu", progress=False))

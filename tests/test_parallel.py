@@ -11,6 +11,7 @@ from __future__ import annotations
 import pytest
 
 from inputdp.benchmarks.executors import LocalExecutor
+from inputdp.benchmarks.resolve import check_feasible
 from inputdp.benchmarks.sweep import run_sweep
 from inputdp.benchmarks.tracking import client, experiment_id
 from inputdp.core.config import PerfFlags
@@ -37,8 +38,8 @@ def test_parallel_runs_are_bit_identical_to_serial_ones_on_the_same_threads(tmp_
     configs = [smoke_config("dpsgd", epsilon=1.0), smoke_config("dirichlet_softmax", epsilon=4.0),
                smoke_config("nonprivate")]
     one_thread = PerfFlags(device="cpu", progress=False, threads=1)
-    serial = run_sweep(configs, tracking_uri=f"sqlite:///{tmp_path / 'serial.db'}", perf=one_thread)
-    parallel = run_sweep(configs, tracking_uri=f"sqlite:///{tmp_path / 'parallel.db'}", perf=one_thread,
+    serial = run_sweep(check_feasible(configs), tracking_uri=f"sqlite:///{tmp_path / 'serial.db'}", perf=one_thread)
+    parallel = run_sweep(check_feasible(configs), tracking_uri=f"sqlite:///{tmp_path / 'parallel.db'}", perf=one_thread,
                          executor_options={"workers": 2})
     assert [r.config.method for r in parallel.ran] == ["dpsgd", "dirichlet_softmax", "nonprivate"]  # sweep order
     def results(outcome):

@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from inputdp.benchmarks.resolve import check_feasible, resolve
 from inputdp.methods.pate import analysis
 from inputdp.methods.pate.smooth_sensitivity import _renyi_gaussians as _renyi
 from inputdp.methods.pate.smooth_sensitivity import gnss_exact_rdp, gnss_rdp, release_cost, smooth_sensitivity
@@ -179,7 +180,7 @@ def test_pate_smoke_run():
         def on_end(self, metrics, status): ...
 
     epochs = Epochs()
-    result = run(smoke_config("pate", epsilon=8.0), PerfFlags(device="cpu", progress=False), epochs)
+    result = run(resolve(smoke_config("pate", epsilon=8.0)), PerfFlags(device="cpu", progress=False), epochs)
     m = result.metrics
     for key in ("teacher_count", "queries_asked", "queries_answered", "epsilon_answered_only",
                 "epsilon_data_dependent_sanitised", "time_teachers_s", "time_labels_s", "time_accounting_and_student_s"):
@@ -337,7 +338,7 @@ def test_semi_supervised_student_run_logs_sanitised_only_and_is_its_own_row(tmp_
     options = {"pate": {"student": "semi_supervised", "semi_epochs": 2, "research_report": True}}
     configs = expand(methods=["pate"], dataset="synthetic", preset="smoke", epsilons=[8.0], seeds=[0],
                      overrides=Overrides(method_options=options))
-    run_sweep(configs, tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
+    run_sweep(check_feasible(configs), tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
     err = capsys.readouterr().err
     assert "pate research report" in err and "NOT private" in err and "classic conversion" in err
     runs = load_runs(uri)

@@ -8,6 +8,7 @@ import pandas as pd
 import pytest
 
 from inputdp.benchmarks.cli import main
+from inputdp.benchmarks.resolve import check_feasible
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
 from inputdp.core.config import PerfFlags
 from inputdp.reports.leaderboard import display_table, leaderboard, load_runs, paper_results, tidy
@@ -20,7 +21,7 @@ def store(tmp_path_factory):
     uri = f"sqlite:///{tmp_path_factory.mktemp('store') / 'mlflow.db'}"
     configs = expand(methods=METHODS, dataset="synthetic", preset="smoke", epsilons=[1, 4], seeds=[0, 1],
                      overrides=Overrides(epochs=1))
-    run_sweep(configs, tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
+    run_sweep(check_feasible(configs), tracking_uri=uri, perf=PerfFlags(device="cpu", progress=False))
     return uri
 
 

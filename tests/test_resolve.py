@@ -9,7 +9,7 @@ import pytest
 
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.harness import run
-from inputdp.benchmarks.resolve import resolve, resolve_all
+from inputdp.benchmarks.resolve import check_feasible, resolve, resolve_all
 from inputdp.benchmarks.sweep import build_config, run_sweep
 from inputdp.core import names
 from inputdp.core.config import PerfFlags
@@ -54,7 +54,7 @@ def test_a_sweep_calibrates_once_per_configuration(tmp_path, calibrations):
 
 @pytest.mark.slow
 def test_a_run_and_an_audit_calibrate_once(tmp_path, calibrations):
-    run(_smoke("dpsgd"), QUIET)
+    run(resolve(_smoke("dpsgd")), QUIET)
     assert calibrations == {"dpsgd": 1}
     calibrations.clear()
     common = ["--dataset", "synthetic", "--preset", "smoke", "--steps", "4", "--tracking-uri",
@@ -85,13 +85,13 @@ def test_the_key_holds_the_noise_and_the_accounting(monkeypatch):
 def test_a_changed_accountant_version_reruns_instead_of_reusing(tmp_path, monkeypatch):
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     config = _smoke("dpsgd")
-    assert len(run_sweep([config], tracking_uri=uri, perf=QUIET).ran) == 1
-    assert len(run_sweep([config], tracking_uri=uri, perf=QUIET).skipped) == 1
+    assert len(run_sweep(check_feasible([config]), tracking_uri=uri, perf=QUIET).ran) == 1
+    assert len(run_sweep(check_feasible([config]), tracking_uri=uri, perf=QUIET).skipped) == 1
     import inputdp.benchmarks.resolve as resolve_module
 
     real = resolve_module.accounting_version
     monkeypatch.setattr(resolve_module, "accounting_version", lambda: real() + "; a newer accountant")
-    again = run_sweep([config], tracking_uri=uri, perf=QUIET)
+    again = run_sweep(check_feasible([config]), tracking_uri=uri, perf=QUIET)
     assert len(again.ran) == 1 and not again.skipped
 
 

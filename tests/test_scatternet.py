@@ -12,6 +12,7 @@ import torch
 from inputdp.benchmarks import harness
 from inputdp.benchmarks.models import MODELS, build_model
 from inputdp.benchmarks.models.scatternet import ScatterFrontend
+from inputdp.benchmarks.resolve import resolve
 from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.config import PerfFlags
@@ -72,12 +73,12 @@ def test_the_harness_trains_on_features_computed_once_and_no_privacy_figure_depe
     changes no privacy figure."""
     harness._FRONTEND_CACHE.clear()
     data = synthetic_data("mnist", 64, "cpu")
-    p = harness.prepare(_config(), PerfFlags(device="cpu", progress=False), data)
+    p = harness.prepare(resolve(_config()), PerfFlags(device="cpu", progress=False), data)
     assert tuple(p.data.x_train.shape[1:]) == (81, 7, 7) and tuple(p.data.x_test.shape[1:]) == (81, 7, 7)
     assert p.frontend_seconds > 0 and tuple(data.x_train.shape[1:]) == (1, 28, 28)  # the caller's data untouched
     assert harness._params_and_tags(p)[0]["feature_dim"] == 81 * 7 * 7  # read through Opacus' wrapper
-    result = harness.run(_config(), PerfFlags(device="cpu", progress=False), data=data)
-    plain = harness.run(_config(model="small_cnn"), PerfFlags(device="cpu", progress=False), data=data)
+    result = harness.run(resolve(_config()), PerfFlags(device="cpu", progress=False), data=data)
+    plain = harness.run(resolve(_config(model="small_cnn")), PerfFlags(device="cpu", progress=False), data=data)
     assert result.metrics["frontend_seconds"] > 0 and plain.metrics["frontend_seconds"] == 0.0
     assert result.claim == plain.claim
     assert math.isclose(result.metrics["final_epsilon_spent"], plain.metrics["final_epsilon_spent"], rel_tol=1e-12)
@@ -88,8 +89,8 @@ def test_features_of_data_loaded_by_the_run_are_reused_by_the_next_run(monkeypat
     data = synthetic_data("mnist", 40, "cpu")
     monkeypatch.setattr(harness, "load_tensor_data", lambda *a, **k: data)
     perf = PerfFlags(device="cpu", progress=False)
-    first = harness.prepare(_config(), perf)
-    second = harness.prepare(_config(model="scatter_cnn"), perf)
+    first = harness.prepare(resolve(_config()), perf)
+    second = harness.prepare(resolve(_config(model="scatter_cnn")), perf)
     assert second.data.x_train is first.data.x_train  # the same frontend: its features were not computed again
     assert len(harness._FRONTEND_CACHE) == 1
 
@@ -103,9 +104,9 @@ def test_augmented_runs_keep_the_images_and_apply_the_frontend_per_step(method, 
     """Each augmented copy must pass the frontend: the harness leaves the images, and the model maps them per step."""
     data = synthetic_data("mnist", 32, "cpu")
     config = _config(method, augment=augment, options=options, steps=2)
-    p = harness.prepare(config, PerfFlags(device="cpu", progress=False), data)
+    p = harness.prepare(resolve(config), PerfFlags(device="cpu", progress=False), data)
     assert tuple(p.data.x_train.shape[1:]) == (1, 28, 28) and p.frontend_seconds == 0.0
-    result = harness.run(config, PerfFlags(device="cpu", progress=False), data=data)
+    result = harness.run(resolve(config), PerfFlags(device="cpu", progress=False), data=data)
     assert result.metrics["total_steps"] == 2
 
 
@@ -180,7 +181,7 @@ def test_a_scatter_model_can_be_audited_with_every_general_score(name):
     from inputdp.benchmarks.audits.one_run import GENERAL_SCORES, audit
 
     data = synthetic_data("mnist", 200, "cpu")
-    result = audit(_config(model=name, steps=2), canaries=20, canary_kind="random_pattern",
+    result = audit(resolve(_config(model=name, steps=2)), canaries=20, canary_kind="random_pattern",
                    perf=PerfFlags(device="cpu", progress=False), data=data)
     assert {o.score for o in result.outcomes} == set(GENERAL_SCORES)
     assert all(0.0 <= o.epsilon_lb <= o.ceiling for o in result.outcomes)

@@ -11,6 +11,7 @@ import pytest
 import torch
 
 from inputdp.benchmarks.harness import run
+from inputdp.benchmarks.resolve import resolve
 from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.methods.accounting.one_release import (
@@ -93,8 +94,8 @@ def test_the_claims_are_guarantees_for_the_model_under_their_relation():
 
 @pytest.mark.parametrize("method", ["dp_least_squares", "feature_perturbation"])
 def test_a_smoke_run_learns_more_with_more_budget_and_spends_its_target(method):
-    low = run(smoke_config(method, epsilon=0.5))
-    high = run(smoke_config(method, epsilon=50.0))
+    low = run(resolve(smoke_config(method, epsilon=0.5)))
+    high = run(resolve(smoke_config(method, epsilon=50.0)))
     assert low.metrics["final_epsilon_spent"] <= 0.5 and high.metrics["final_epsilon_spent"] <= 50.0
     assert high.metrics["final_test_accuracy"] > max(0.3, low.metrics["final_test_accuracy"])
 

@@ -34,14 +34,14 @@ import numpy as np
 from scipy import stats
 
 from inputdp.core import names
-from inputdp.core.config import PerfFlags, RunConfig
+from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.datasets.registry import user_cache_dir
 
 from ..executors import get_executor
 from ..harness import model_for, run
-from ..resolve import ResolvedRun, resolved
+from ..resolve import NOT_RESOLVED, ResolvedRun
 from .one_run import (
     BETA,
     BLACK_BOX,
@@ -185,12 +185,12 @@ def _cached_canary(spec: CanarySpec, dataset: str, data_dir: str | None, train_e
     return data, make_canaries(spec.kind, data, 1, spec.seed, pattern_scale=spec.pattern_scale, reference=0)
 
 
-def score_one_run(run_: ResolvedRun | RunConfig, *, spec: CanarySpec, included: dict[int, bool],
+def score_one_run(run_: ResolvedRun, *, spec: CanarySpec, included: dict[int, bool],
                   perf: PerfFlags) -> RunScore:
     """Train the run (its seed names it) with or without the canary and score the canary (the unit an executor
     ships; no MLflow run of its own)."""
     t0 = time.perf_counter()
-    config = resolved(run_).config
+    config = run_.config
     data, made = _cached_canary(spec, config.dataset, config.data_dir, config.train_examples, config.test_examples,
                                 perf.resolve_device())
     inc = bool(included[config.seed])
@@ -206,16 +206,16 @@ def score_one_run(run_: ResolvedRun | RunConfig, *, spec: CanarySpec, included: 
                     time.perf_counter() - t0)
 
 
-def _lost(run_: ResolvedRun | RunConfig, error: str, *, included: dict[int, bool]) -> RunScore:
-    config = resolved(run_).config
+def _lost(run_: ResolvedRun, error: str, *, included: dict[int, bool]) -> RunScore:
+    config = run_.config
     return RunScore(config.seed, bool(included[config.seed]), math.nan, math.nan, 0.0, error)
 
 
 # --- the journal ---------------------------------------------------------------------------------------------
-def journal_path(run_: ResolvedRun | RunConfig, spec: CanarySpec, runs: int) -> Path:
+def journal_path(run_: ResolvedRun, spec: CanarySpec, runs: int) -> Path:
     """Where a multi-run audit journals each finished run's score, so that a stopped audit resumes (keyed by the
     resolution: a changed noise or accountant starts a new journal)."""
-    key = hashlib.sha256(json.dumps([resolved(run_).key(), dataclasses.asdict(spec), runs]).encode()).hexdigest()[:16]
+    key = hashlib.sha256(json.dumps([run_.key(), dataclasses.asdict(spec), runs]).encode()).hexdigest()[:16]
     return user_cache_dir() / "audit-runs" / f"{key}.jsonl"
 
 
@@ -276,13 +276,15 @@ def check_runs(runs: int) -> None:
                           "without; a bound near 3 needs about 400)")
 
 
-def multi_run_audit(config: ResolvedRun | RunConfig, *, runs: int, canary_kind: str, score: str, perf: PerfFlags | None = None,
+def multi_run_audit(config: ResolvedRun, *, runs: int, canary_kind: str, score: str, perf: PerfFlags | None = None,
                     tracker=None, executor: str = "local", executor_options: dict[str, Any] | None = None,
                     beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> MultiRunResult:
     """N runs of ``config`` (seeds config.seed, config.seed + 1, ...), half with one canary; the bound as above.
-    The configuration is resolved once; its N runs share the resolution (only the seed differs)."""
+    The configuration was resolved once, above; its N runs share the resolution (only the seed differs)."""
     check_runs(runs)
-    resolution = resolved(config)
+    if not isinstance(config, ResolvedRun):
+        raise TypeError(NOT_RESOLVED.format(where="multi_run_audit", got=type(config).__name__))
+    resolution = config
     config = resolution.config
     check_no_holdout(config)
     perf = perf or PerfFlags(progress=False)

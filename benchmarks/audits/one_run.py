@@ -37,7 +37,7 @@ from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalis
 
 from ..harness import model_for, run
 from ..models.canary_inputs import CanaryInputs, extra_channels
-from ..resolve import ResolvedRun, resolved
+from ..resolve import NOT_RESOLVED, ResolvedRun
 from . import fdp_bound
 
 CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch", "exclusive_support", "canary_inputs")
@@ -636,12 +636,14 @@ class AuditResult:
         }
 
 
-def audit(config: ResolvedRun | RunConfig, *, canaries: int = 1000, canary_kind: str = "random_pattern",
+def audit(config: ResolvedRun, *, canaries: int = 1000, canary_kind: str = "random_pattern",
           scores: Sequence[str] | str = "auto", perf: PerfFlags | None = None, tracker=None,
           data: TensorData | None = None, beta: float = BETA, pattern_scale: float = PATTERN_SCALE) -> AuditResult:
-    """Train ``config`` once with m canaries, each in with probability 1/2, and bound epsilon from the scores (the
-    configuration resolved once: its calibration is the run's)."""
-    r = resolved(config)
+    """Train ``config`` (resolved once, above: its calibration is the run's) once with m canaries, each in with
+    probability 1/2, and bound epsilon from the scores."""
+    if not isinstance(config, ResolvedRun):
+        raise TypeError(NOT_RESOLVED.format(where="audit", got=type(config).__name__))
+    r = config
     config = r.config
     check_no_holdout(config)
     if isinstance(scores, str):

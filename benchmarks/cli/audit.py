@@ -16,12 +16,13 @@ from .common import DATASET_HELP, add_executor_flags, executor_options, parse_op
 def cmd_audit(args: argparse.Namespace) -> int:
     """``bench audit``: one run with m canaries (or, with --runs, N runs), the data checked before the store."""
     from inputdp.benchmarks.models import MODELS
-    from inputdp.benchmarks.sweep import Overrides, build_config, check_feasible, resolve_methods, with_checked_data
+    from inputdp.benchmarks.resolve import check_feasible
+    from inputdp.benchmarks.sweep import Overrides, build_config, resolve_methods
     from inputdp.benchmarks.tracking import MLflowTracker
     from inputdp.core import names
     from inputdp.core.config import PerfFlags
 
-    from ..audits.one_run import BLACK_BOX, PATTERN_SCALE, audit, check_arguments, check_canary_inputs, resolve_scores
+    from ..audits.one_run import BLACK_BOX, PATTERN_SCALE, audit
 
     if args.mechanism:
         return _mechanism_audit(args)
@@ -37,21 +38,17 @@ def cmd_audit(args: argparse.Namespace) -> int:
                               epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate,
                               model=args.model, model_width=args.model_width, train_examples=args.train_examples,
                               data_dir=args.data_dir, method_options=parse_options(args.option, [method])))
-    (resolution,) = check_feasible([config])  # the one calibration of the audited configuration
     scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
-    if args.runs is not None:
-        if args.canaries is not None:
-            raise ConfigError(f"--canaries {args.canaries} is not allowed with --runs: each run of a multi-run audit "
-                              "holds one canary (or none)")
-        return _multi_run_audit(args, resolution, scale)
-    args.canaries = 1000 if args.canaries is None else args.canaries
-    scores = resolve_scores(args.score, args.canary_kind, config.model)
-    check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
-                    model=config.model)
-    check_canary_inputs(args.canary_kind, config, resolution.method())
-    # the audit, like the run it concerns, names its data by content (read and checked before the store is opened)
-    resolution = resolution.with_config(with_checked_data(config))
+    if args.runs is not None:  # every argument checked before the calibration, the data and the store
+        score = _check_multi_run(args, config, scale)
+    else:
+        scores = _check_one_run(args, config, scale)
+    # the one calibration of the audited configuration; its data read, checked and named by content, like the run
+    # it concerns, before any store is opened
+    (resolution,) = check_feasible([config])
     config = resolution.config
+    if args.runs is not None:
+        return _multi_run_audit(args, resolution, scale, score)
     tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
     if tracker is not None:
         tracker.extra_tags.update({
@@ -125,15 +122,28 @@ def _mechanism_audit(args: argparse.Namespace) -> int:
     return 1 if any(r["refuted"] and r["noise_scale"] == 1.0 for r in rows) else 0
 
 
-def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
-    config = resolution.config
-    from inputdp.benchmarks.audits.multi_run import check_runs, multi_run_audit
-    from inputdp.benchmarks.audits.one_run import BLACK_BOX, check_arguments, resolve_scores
-    from inputdp.benchmarks.executors import EXECUTORS
-    from inputdp.benchmarks.tracking import MLflowTracker
-    from inputdp.core import names
-    from inputdp.core.config import PerfFlags
+def _check_one_run(args: argparse.Namespace, config, scale: float) -> tuple[str, ...]:
+    """A one-run audit's arguments, refused in one line before anything is calibrated, read or stored; its scores."""
+    from inputdp.benchmarks.audits.one_run import check_arguments, check_canary_inputs, resolve_scores
+    from inputdp.methods import create_method
 
+    args.canaries = 1000 if args.canaries is None else args.canaries
+    scores = resolve_scores(args.score, args.canary_kind, config.model)
+    check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
+                    model=config.model)
+    check_canary_inputs(args.canary_kind, config, create_method(config.method, dict(config.method_options)))
+    return scores
+
+
+def _check_multi_run(args: argparse.Namespace, config, scale: float) -> str:
+    """A multi-run audit's arguments, refused in one line before anything is calibrated, read or stored; its score."""
+    from inputdp.benchmarks.audits.multi_run import check_runs
+    from inputdp.benchmarks.audits.one_run import check_arguments, resolve_scores
+    from inputdp.benchmarks.executors import EXECUTORS
+
+    if args.canaries is not None:
+        raise ConfigError(f"--canaries {args.canaries} is not allowed with --runs: each run of a multi-run audit "
+                          "holds one canary (or none)")
     check_runs(args.runs)
     if args.canary_kind == "canary_inputs":
         raise ConfigError("--canary-kind canary_inputs is not allowed with --runs: its canaries' coordinates widen "
@@ -150,11 +160,17 @@ def _multi_run_audit(args: argparse.Namespace, resolution, scale: float) -> int:
                           "score; name one")
     check_arguments(canary_kind=args.canary_kind, canaries=1, pattern_scale=scale, scores=scores, model=config.model,
                     minimum=1)
-    (score,) = scores
-    from inputdp.benchmarks.sweep import with_checked_data
+    return scores[0]
 
-    resolution = resolution.with_config(with_checked_data(resolution.config))
+
+def _multi_run_audit(args: argparse.Namespace, resolution, scale: float, score: str) -> int:
     config = resolution.config
+    from inputdp.benchmarks.audits.multi_run import multi_run_audit
+    from inputdp.benchmarks.audits.one_run import BLACK_BOX
+    from inputdp.benchmarks.tracking import MLflowTracker
+    from inputdp.core import names
+    from inputdp.core.config import PerfFlags
+
     tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
     if tracker is not None:
         tracker.extra_tags.update({

@@ -13,7 +13,8 @@ from .common import add_run_flags, executor_options, parse_options, perf_flags
 
 def cmd_run(args: argparse.Namespace) -> int:
     """``bench run``: expand, resolve (one calibration each), check the data, then run the sweep into the store."""
-    from inputdp.benchmarks.sweep import Overrides, check_feasible, expand, parse_list, resolve_methods, run_sweep
+    from inputdp.benchmarks.resolve import check_feasible
+    from inputdp.benchmarks.sweep import Overrides, expand, parse_list, resolve_methods, run_sweep
 
     methods = resolve_methods(args.methods)
     overrides = Overrides(
@@ -30,14 +31,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     configs = expand(methods=methods, dataset=args.dataset, preset=args.preset,
                      epsilons=parse_list(args.epsilons, float, "--epsilons"),
                      seeds=parse_list(args.seeds, int, "--seeds"), overrides=overrides)
-    runs = check_feasible(configs)  # each configuration resolved (calibrated) once, before any store is opened
     perf = perf_flags(args, progress=not args.no_progress)
     if args.executor == "local":
         perf.resolve_device()
-        from inputdp.benchmarks.sweep import with_checked_data
-
-        # the data read and checked here too, before the store is opened (remote workers read their own)
-        runs = [r.with_config(with_checked_data(r.config)) for r in runs]
+    # each configuration resolved (calibrated) once and, run here, its data checked and fingerprinted, before any
+    # store is opened (remote workers read their own data)
+    runs = check_feasible(configs, check_data=args.executor == "local")
     # the sweep is a parent run; its runs nest under it (the UI's runs table groups them)
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args), nest=True)

@@ -12,6 +12,7 @@ import pytest
 
 from inputdp.benchmarks.harness import NullCallback, prepare, train
 from inputdp.benchmarks.perf_gates import check, failures
+from inputdp.benchmarks.resolve import check_feasible
 from inputdp.benchmarks.speed import measure
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.config import PerfFlags, PrivacySpec
@@ -93,7 +94,7 @@ def test_harness_overhead(benchmark, figures):
         pytest.skip("real MNIST not found")
     config = build_config(method="nonprivate", dataset="mnist", preset="cpu", epsilon=1.0, seed=0,
                           overrides=Overrides(steps=120, data_dir=str(SHARED_DATA), norm="group"))
-    p = prepare(config, QUIET)
+    p = prepare(check_feasible([config])[0], QUIET)
     step_total = [0.0]
     inner = p.method.train_step
 

@@ -17,10 +17,15 @@ function, shipped to the workers) and ``lost(config, error) -> summary`` (called
 from __future__ import annotations
 
 import functools
+import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from typing import Any
+
+import torch
+from tqdm.auto import tqdm
 
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError, one_line
@@ -36,7 +41,6 @@ EXECUTORS = ("local", "ray", "submitit")
 def _progress(total: int, enabled: bool, desc: str):
     if not enabled or total <= 1:
         return None
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit="run")
 
@@ -72,8 +76,6 @@ class LocalExecutor:
     def _parallel(self, configs, run_one, lost, perf):
         """Each configuration in a spawned worker process (a fresh interpreter: no forked threads or CUDA state);
         summaries in the order the runs finish; a worker that dies makes its configuration's summary ``lost``."""
-        import multiprocessing
-        from concurrent.futures import ProcessPoolExecutor, as_completed
 
         workers = min(self.workers, len(configs))
         threads = self.threads_per_run(perf)
@@ -118,7 +120,6 @@ class _Distributed:
 
 
 def _worker_entry(run_one: RunOne, config: RunConfig, threads: int):
-    import torch
 
     if threads:
         torch.set_num_threads(threads)

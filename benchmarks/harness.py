@@ -23,19 +23,20 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 from torch import nn
+from tqdm.auto import tqdm
 
 from inputdp.core import names
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError, Diverged
 from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
-from inputdp.datasets.digest import fingerprint_of_arrays
+from inputdp.datasets.fingerprint import fingerprint_of_arrays
 from inputdp.methods import METHODS
 from inputdp.methods.augment import random_crop_flip
 from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
 
-from .memory import PeakMemory
 from .models import MODELS, build_model
 from .models.canary_inputs import CanaryInputs
+from .performance.memory import PeakMemory
 from .resolve import NOT_RESOLVED, ResolvedRun
 from .sampling import batch_generator, epoch_lengths, poisson_batches
 
@@ -389,7 +390,6 @@ def run(
 
 
 def _interrupted() -> bool:
-    import sys
 
     return isinstance(sys.exc_info()[1], KeyboardInterrupt)
 
@@ -614,7 +614,6 @@ def _check_diverged(config: RunConfig, epoch: int, batches: int, loss: float) ->
 def _progress(total: int, desc: str, enabled: bool, unit: str = "epoch"):
     if not enabled:
         return None
-    from tqdm.auto import tqdm
 
     return tqdm(total=total, desc=desc, unit=unit, leave=False)
 

@@ -24,7 +24,7 @@ from inputdp.core.claims import Calibration, PrivacyClaim
 from inputdp.core.config import PerfFlags, RunConfig, precision
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import check_holdout
-from inputdp.datasets.fingerprint import data_facts
+from inputdp.datasets.facts import data_facts
 from inputdp.methods import METHODS, create_method
 from inputdp.methods.accounting import accounting_version
 from inputdp.methods.base import Method

@@ -11,16 +11,28 @@ study run again starts nothing: every configuration and audit is found FINISHED 
 
 from __future__ import annotations
 
+import dataclasses
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+import torch
+from mlflow.entities import Metric, Param
 
 from inputdp.core import names
 from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.core.registry import Entry, Registry
+from inputdp.datasets import load_tensor_data
+from inputdp.methods import METHODS
 
-from .resolve import ResolvedRun
+from .audits.one_run import audit, free_coordinates, resolve_scores
+from .harness import load_average
+from .performance.speed import measure
+from .resolve import ResolvedRun, check_feasible, resolve
+from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep
+from .tracking import MLflowTracker, default_tracking_uri, is_alive, open_store, parent_run, runs_with_key, sqlite_path
 
 #: the entry-point group installed packages use to add studies
 ENTRY_POINT_GROUP = "inputdp.studies"
@@ -60,7 +72,6 @@ class AuditPlan:
 
     def of(self, r: ResolvedRun) -> ResolvedRun:
         """The configuration this audit trains: the row's, on the audit's own model where it names one."""
-        from .resolve import resolve
 
         if self.model is None:
             return r
@@ -137,7 +148,6 @@ STUDIES.register(Study(
 
 
 def _methods(part: StudyPart) -> list[str]:
-    from .sweep import resolve_methods
 
     return resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
 
@@ -145,7 +155,6 @@ def _methods(part: StudyPart) -> list[str]:
 def expanded(study: Study, data_dir: str | None = None) -> list:
     """Every training configuration of the study (RunConfigs, not yet calibrated); ``data_dir`` where the data sets
     are read from (not part of any key: the data's content fingerprint is)."""
-    from .sweep import Overrides, expand
 
     configs = []
     for part in study.parts:
@@ -162,13 +171,11 @@ def configurations(study: Study, data_dir: str | None = None, *, check_data: boo
     checked and fingerprinted (unless ``check_data`` is False: the declaration alone); refused in one line, before
     any store is opened, where a part names something unknown, a target a method cannot meet or data that do not
     fit."""
-    from .resolve import check_feasible
 
     return check_feasible(expanded(study, data_dir), check_data=check_data)
 
 
 def _finished(mlflow_client, exp: str, key: str) -> bool:
-    from .tracking import runs_with_key
 
     return any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp, key))
 
@@ -199,7 +206,6 @@ class StudyStatus:
 
     def add(self, label: str, runs: list) -> None:
         """File ``label`` by the runs stored under its key."""
-        from .tracking import is_alive
 
         if any(r.info.status == "FINISHED" for r in runs):
             self.done.append(label)
@@ -218,7 +224,6 @@ def _label(r: ResolvedRun) -> str:
 def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None,
            data_dir: str | None = None) -> StudyStatus:
     """The study's state in the store (its experiment is named after it); nothing is run."""
-    from .tracking import default_tracking_uri, open_store, runs_with_key, sqlite_path
 
     perf = perf or PerfFlags()
     runs = configurations(study, data_dir)
@@ -262,9 +267,7 @@ def check_audits(study: Study, runs: Sequence[ResolvedRun]) -> None:
     """Refuse, in one line and before any work, an audit that the data cannot hold: each exclusive-support canary
     needs input coordinates of its own that are blank in every training example (MNIST at 60,000 examples leaves 67;
     Fashion-MNIST none). Otherwise a study would stop at its first such audit, after its whole first round."""
-    from inputdp.datasets import load_tensor_data
 
-    from .audits.one_run import free_coordinates
 
     free: dict[tuple, int] = {}
     for plan in study.audits:
@@ -288,7 +291,6 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
     """Run what the store lacks, first seed first: the first round of training configurations (a sweep: FINISHED
     ones skipped), the audits of every private row (at its first seed) and the speed measurement, then each later
     round of seeds. Returns (the sweeps' outcome, the labels of the audits and speed runs made now)."""
-    from .sweep import SweepOutcome, run_sweep
 
     perf = perf or PerfFlags()
     runs = configurations(study, data_dir)
@@ -313,8 +315,6 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
 def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
                       parent: str, data_dir: str | None = None) -> list[str]:
     """Each audit of every private row the store lacks, then each part's speed measurement; their labels."""
-    from .audits.one_run import audit, resolve_scores
-    from .tracking import MLflowTracker
 
     done = []
     for plan, r in [(plan, r) for plan in study.audits for r in audited(runs) if plan.applies(r)]:
@@ -338,7 +338,6 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
 
 def speed_key(part: StudyPart, perf: PerfFlags) -> str:
     """The store key of a part's speed measurement: its data, preset, methods, steps and threads."""
-    import torch
 
     methods = part.methods if isinstance(part.methods, str) else ",".join(part.methods)
     return (f"speed:{part.dataset}:{part.preset}:{methods}:{part.speed_steps}:"
@@ -350,17 +349,9 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
     """The part's per-step methods timed interleaved against the reference (``bench speed``), logged as its own
     run with each method's median ratio and the quartiles of its paired per-step ratios; False when the store has
     it already. Its contention is recorded as a training run's is, and a contended one is not used for a ratio."""
-    import dataclasses
-    import time
 
-    import torch
-    from mlflow.entities import Metric, Param
 
-    from inputdp.methods import METHODS
 
-    from .harness import load_average
-    from .speed import measure
-    from .tracking import open_store
 
     mlflow_client, exp = open_store(tracking_uri, study.name)
     key = speed_key(part, perf)
@@ -397,7 +388,6 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
 def study_run(study: Study, tracking_uri: str | None) -> str:
     """The study's parent run in its experiment (made once, FINISHED; found again by its key): every training and
     audit run of the study is nested under it, and ``bench report`` logs the leaderboard on it as a table."""
-    from .tracking import parent_run
 
     return parent_run(tracking_uri, study.name, key=f"study:{study.name}", name=f"study-{study.name}",
                       kind=names.KIND_STUDY, note=study.summary)

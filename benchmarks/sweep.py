@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import hashlib
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -21,11 +22,12 @@ from inputdp.datasets import canonical_name, dataset_info
 from inputdp.methods import METHODS
 
 from .executors import get_executor
+from .harness import run as run_one
 from .models import check_size
 from .presets import PRESETS
 from .resolve import NOT_RESOLVED, ResolvedRun, with_checked_data
 from .sampling import steps_per_epoch
-from .tracking import MLflowTracker, reap, run_name, runs_with_key
+from .tracking import MLflowTracker, parent_run, reap, run_name, runs_with_key
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -165,7 +167,6 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
     The unit every executor ships: the claim happens where the run happens, so local, Ray and SLURM workers
     all honour it.
     """
-    from .harness import run as run_one
 
     # a store it cannot use is refused before the data are read; a study's runs are nested under its parent run
     tracker = MLflowTracker(tracking_uri, experiment,
@@ -211,9 +212,7 @@ def mark_lost_run(run: ResolvedRun, error: str, *, tracking_uri: str | None, exp
 def sweep_run(runs: Sequence[ResolvedRun], *, tracking_uri: str | None, experiment: str) -> str:
     """A ``bench run`` sweep's parent run (kind ``sweep``), keyed by its set of configurations: the same sweep run
     again nests under the same parent; its name says what it holds."""
-    import hashlib
 
-    from .tracking import parent_run
 
     keys = sorted(r.config.replace(data_fingerprint="").key() for r in runs)
     digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]

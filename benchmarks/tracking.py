@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import math
 import os
 import random
@@ -27,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
+
+from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
+from mlflow.tracking import MlflowClient
 
 from inputdp.core import names
 from inputdp.core.errors import ConfigError, one_line, shield
@@ -50,7 +54,6 @@ def default_tracking_uri() -> str:
 
 def quiet_mlflow() -> None:
     """Keep MLflow's and alembic's start-up chatter (schema migrations, store set-up) out of the output."""
-    import logging
 
     for name in ("mlflow", "alembic", "mlflow.store.db.utils"):
         logging.getLogger(name).setLevel(logging.WARNING)
@@ -183,7 +186,6 @@ def _store_lock(uri: str):
 def client(tracking_uri: str | None = None):
     """An MLflow client of the store (the default store when None)."""
     quiet_mlflow()
-    from mlflow.tracking import MlflowClient
 
     return MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
 
@@ -414,7 +416,6 @@ class MLflowTracker:
     # -- the callback ---------------------------------------------------------------------------------------------
     @shield
     def on_start(self, config, params: dict[str, Any], tags: dict[str, str]) -> None:
-        from mlflow.entities import Param, RunTag
 
         all_tags = {**tags, **self.extra_tags, **self._who()}
         if self.run_id is None:
@@ -433,7 +434,6 @@ class MLflowTracker:
     def _log_dataset(self, config, params: dict[str, Any]) -> None:
         """The run's data set as an MLflow input (the UI's Dataset column): its name and content digest, where it
         was read from, and how many examples each split held; never the data."""
-        from mlflow.entities import Dataset, DatasetInput, InputTag
 
         if not config.data_fingerprint:
             return
@@ -479,7 +479,6 @@ class MLflowTracker:
     @shield
     def log_summary(self, metrics: dict[str, float], tags: dict[str, str]) -> None:
         """Metrics (at step 0) and tags that sum up the run after it ended (an audit's bounds, say)."""
-        from mlflow.entities import Metric, RunTag
 
         if self.run_id is None:
             return
@@ -488,7 +487,6 @@ class MLflowTracker:
                               tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def _log(self, metrics: dict[str, float], step: int) -> None:
-        from mlflow.entities import Metric
 
         ts = int(time.time() * 1000)
         self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, step) for k, v in _finite(metrics).items()])

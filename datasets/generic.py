@@ -24,6 +24,7 @@ from urllib.parse import parse_qsl
 
 import numpy as np
 import torch
+from PIL import Image
 
 from inputdp.core.errors import ConfigError
 
@@ -173,7 +174,6 @@ def _layout(spec: PathSpec) -> _FolderLayout:
 
 
 def _image_header(path: str) -> tuple[tuple[int, int], bool]:
-    from PIL import Image
 
     try:
         with Image.open(path) as im:
@@ -236,7 +236,6 @@ def _folder_info(spec: PathSpec) -> DatasetInfo:
 def load_folder(location: str, download: bool):
     """The folder's images as uint8 N C H W and their labels (classes in sorted folder order)."""
     del download
-    from PIL import Image
 
     spec = parse(location)
     info = _folder_info(spec)

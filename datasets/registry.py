@@ -20,7 +20,7 @@ class DatasetInfo(Entry):
     std: tuple[float, ...]
     files: str  # where the files must lie under the data directory, for the "missing" message
     #: the files the data are read from, as globs under the data directory (or under ``location``): their sizes and
-    #: modification times key the cached content fingerprint (``datasets.fingerprint``); empty: never cached
+    #: modification times key the cached content fingerprint (``datasets.facts``); empty: never cached
     paths: tuple[str, ...] = ()
     #: where the mean and std come from: never an estimate from the private training set (THEORY.md,
     #: "Normalisation and the data's identity")

@@ -5,7 +5,9 @@ Each returns ``(x_train, y_train, x_test, y_test)`` as uint8 NCHW and int64 tens
 
 from __future__ import annotations
 
+import gzip
 import os
+import zlib
 
 import numpy as np
 import torch
@@ -66,8 +68,6 @@ def _idx_count(path: str, kind: str, size: int) -> int | None:
 def _read_gz_idx(path: str, kind: str, size: int) -> torch.Tensor:
     """An idx file compressed as released (``*-idx3-ubyte.gz``), read in memory (nothing is extracted to disk);
     a file that is not gzip, or is cut short, is refused naming it."""
-    import gzip
-    import zlib
 
     try:
         with gzip.open(path, "rb") as f:

@@ -12,9 +12,9 @@ import torch
 
 from inputdp.core.errors import ConfigError, one_line
 
-from .digest import fingerprint_of_arrays
+from .fingerprint import fingerprint_of_arrays
+from .lookup import dataset_info
 from .registry import DatasetInfo, data_dir_from
-from .resolve import dataset_info
 
 # Subsets (smoke runs) are drawn with this fixed seed, so every run seed sees the same examples.
 SUBSET_SEED = 20240101
@@ -32,7 +32,7 @@ class TensorData:
     #: what the run should say about its data: a split or a resize of a data set given by path, fewer examples than
     #: asked for (logged with the run, printed once when loaded)
     notes: tuple[str, ...] = ()
-    #: the content fingerprint of the arrays (``datasets.fingerprint``), when loaded from a source
+    #: the content fingerprint of the arrays (``datasets.facts``), when loaded from a source
     fingerprint: str = ""
 
     @property

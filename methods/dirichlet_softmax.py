@@ -28,7 +28,7 @@ from torch.distributions import Gamma
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
-from . import per_example_release as per_example
+from . import input_private_claims as claims
 from .accounting import InfeasibleTarget, calibrate_parameter, dirichlet_epsilon
 from .accounting.per_example import (
     NoFiniteEpsilon,
@@ -41,7 +41,7 @@ from .accounting.per_example import (
 from .base import Calibration, Capabilities, Method, PrivacyClaim
 
 LR_RULES = ("fixed", "kappa")
-ACCOUNTANTS = (per_example.PER_EXAMPLE, "paper")
+ACCOUNTANTS = (claims.PER_EXAMPLE, "paper")
 #: the paper's Section 3.6 reads kappa at this predicted probability of the true class
 KAPPA_REFERENCE_SY = 0.9
 
@@ -85,8 +85,8 @@ def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float,
 
 class DirichletSoftmax(Method):
     name = "dirichlet_softmax"
-    option_defaults = {"alpha": 3.0, "lr_rule": "fixed", "accountant": per_example.PER_EXAMPLE,
-                       "adjacency": per_example.AUTO}
+    option_defaults = {"alpha": 3.0, "lr_rule": "fixed", "accountant": claims.PER_EXAMPLE,
+                       "adjacency": claims.AUTO}
     #: the accountant makes another claim, and another noise: its own leaderboard row
     capabilities = Capabilities(variant_options=("accountant", "lr_rule"), releases_vectors=True)
     #: the accountants a run may choose (option ``accountant``); ``bench calibrate`` shows them side by side
@@ -103,7 +103,7 @@ class DirichletSoftmax(Method):
         if self.options["accountant"] not in ACCOUNTANTS:
             raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose one of "
                               f"{', '.join(ACCOUNTANTS)}")
-        self.adjacency = per_example.resolve_adjacency(self.name, self.options["accountant"],
+        self.adjacency = claims.resolve_adjacency(self.name, self.options["accountant"],
                                                        self.options["adjacency"])
 
     @property
@@ -117,7 +117,7 @@ class DirichletSoftmax(Method):
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         q, steps, delta = spec.sampling_rate, spec.steps, spec.delta
         try:
-            if self.options["accountant"] == per_example.PER_EXAMPLE:
+            if self.options["accountant"] == claims.PER_EXAMPLE:
                 r = calibrate_dirichlet_r(epsilon=spec.epsilon, delta=delta, q=q, steps=steps, alpha=self.alpha)
                 eps, order = self._per_example_epsilon(r, spec, steps), None
             else:
@@ -125,7 +125,7 @@ class DirichletSoftmax(Method):
                                             alpha=self.alpha)
         except (InfeasibleTarget, NoFiniteEpsilon) as err:
             raise ConfigError(str(err)) from None
-        vectors = per_example.bracket_details(
+        vectors = claims.bracket_details(
             lambda: dirichlet_vectors_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta), "epsilon_vectors")
         paper = dirichlet_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta)[0] if r < self.alpha \
             else math.inf
@@ -148,16 +148,16 @@ class DirichletSoftmax(Method):
         return PrivacyClaim(
             mechanism="dirichlet", parameters={"r": cal.noise["r"], "alpha": self.alpha},
             sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps, epsilon=cal.epsilon, delta=spec.delta,
-            protects="inputs", accountant=accountant, adjacency=per_example.ADJACENCY_TEXT[self.adjacency],
+            protects="inputs", accountant=accountant, adjacency=claims.ADJACENCY_TEXT[self.adjacency],
             guarantee=False, vectors_epsilon_lb=lower, paper_epsilon=cal.details["epsilon_paper_accountant"],
-            scope=per_example.scope(accountant=accountant, released="noisy softmax vectors", lower_bound=lower),
+            scope=claims.scope(accountant=accountant, released="noisy softmax vectors", lower_bound=lower),
         )
 
     def epsilon_spent(self, steps_done: int) -> float:
         spec, cal = self._need_calibration()
         if steps_done <= 0:
             return 0.0
-        if self.options["accountant"] == per_example.PER_EXAMPLE:
+        if self.options["accountant"] == claims.PER_EXAMPLE:
             return self._per_example_epsilon(cal.noise["r"], spec, steps_done)
         return dirichlet_epsilon(r=cal.noise["r"], alpha=self.alpha, q=spec.sampling_rate, steps=steps_done,
                                  delta=spec.delta)[0]

@@ -22,7 +22,9 @@ suite's one calibration search (THEORY.md, "The subsampled Gaussian").
 
 from __future__ import annotations
 
+import copy
 import math
+import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -34,9 +36,11 @@ from torch import nn
 
 from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATIONS, REPLACE_INPUT
 from inputdp.core.errors import ConfigError
+from inputdp.methods.augment import random_crop_flip, shift
 
 from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, PrivacyClaim, ReleaseTrials, TrainingSetup
-from .gaussian_accounting import SubsampledGaussianMethod
+from .fast_clipping import BKOptimizer, BookKeeping
+from .subsampled_gaussian import SubsampledGaussianMethod
 
 # Opacus hooks every trainable layer with a full backward hook; where a layer's input needs no gradient (the first
 # layer on the data, or a layer after a fixed frontend), PyTorch warns that the hook fires with respect to the
@@ -79,7 +83,6 @@ def standardise_weights(model: nn.Module) -> nn.Module:
 
 def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generator) -> torch.Tensor:
     """(B, C, H, W) -> (B * K, C, H, W): K augmented copies of each image, an image's copies next to each other."""
-    from inputdp.methods.augment import random_crop_flip, shift
 
     rep = x.repeat_interleave(k, dim=0)
     if kind == "auto":
@@ -166,7 +169,6 @@ class DPSGD(SubsampledGaussianMethod):
                 "gradient moves the sum by at most 2C when it is sampled (THEORY.md, 'Neighbouring relations')")
 
     def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup):
-        import copy
 
         from opacus.grad_sample.utils import prepare_module
         from opacus.optimizers import get_optimizer_class
@@ -198,7 +200,6 @@ class DPSGD(SubsampledGaussianMethod):
         generator = self._noise_generator()
         expected = max(1, round(spec.sampling_rate * setup.train_size))
         if mode == "bk":
-            from .fast_clipping import BKOptimizer, BookKeeping
 
             self._bk = BookKeeping(model, self.options["max_grad_norm"])
             return model, BKOptimizer(optimizer, noise_multiplier=cal.noise["noise_multiplier"],
@@ -232,7 +233,6 @@ class DPSGD(SubsampledGaussianMethod):
             self._noise_source = "torchcsprng /dev/urandom"
             return csprng.create_random_device_generator("/dev/urandom")
         except ImportError:
-            import os
 
             self._noise_source = "torch generator seeded from /dev/urandom (torchcsprng not installed: not a CSPRNG)"
             return torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)

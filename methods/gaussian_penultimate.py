@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
-from . import per_example_release as per_example
+from . import input_private_claims as claims
 from .accounting.calibration import InfeasibleTarget
 from .accounting.per_example import (
     NoFiniteEpsilon,
@@ -49,7 +49,7 @@ from .accounting.per_example import (
     per_example_pld,
 )
 from .base import Calibration, Capabilities, PrivacyClaim, TrainingSetup
-from .gaussian_accounting import SubsampledGaussianMethod, gaussian_epsilon
+from .subsampled_gaussian import SubsampledGaussianMethod, gaussian_epsilon
 
 #: with one input replaced, two clipped vectors are at most 2C apart
 REPLACE_SENSITIVITY = 2.0
@@ -64,37 +64,37 @@ def clip_rows(h: torch.Tensor, clip_norm: float) -> torch.Tensor:
 class GaussianPenultimate(SubsampledGaussianMethod):
     name = "gaussian_penultimate"
     clip_option = "clip_norm"
-    option_defaults = {"clip_norm": 1.0, "accountant": per_example.PER_EXAMPLE, "adjacency": per_example.AUTO}
-    accountants = (per_example.PER_EXAMPLE, "rdp", "prv")
+    option_defaults = {"clip_norm": 1.0, "accountant": claims.PER_EXAMPLE, "adjacency": claims.AUTO}
+    accountants = (claims.PER_EXAMPLE, "rdp", "prv")
     #: the accountant makes another claim, and another noise: its own leaderboard row
     capabilities = Capabilities(variant_options=("accountant",), releases_vectors=True)
 
     def __init__(self, **options: Any):
         super().__init__(**options)
-        self.adjacency = per_example.resolve_adjacency(self.name, self.options["accountant"],
+        self.adjacency = claims.resolve_adjacency(self.name, self.options["accountant"],
                                                        self.options["adjacency"])
         self.feature_dim: int | None = None
         self._features = None  # the compiled feature extractor under --compile
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         q, steps, delta = spec.sampling_rate, spec.steps, spec.delta
-        if self.options["accountant"] == per_example.PER_EXAMPLE:
+        if self.options["accountant"] == claims.PER_EXAMPLE:
             try:
                 sigma = calibrate_gaussian_sigma(epsilon=spec.epsilon, delta=delta, q=q, steps=steps,
                                                  sensitivity=REPLACE_SENSITIVITY)
             except (InfeasibleTarget, NoFiniteEpsilon) as err:
                 raise ConfigError(f"{self.name}: {err}") from None
             base = Calibration(noise={"noise_multiplier": sigma}, epsilon=self._per_example_epsilon(sigma, spec, steps),
-                               details={"accountant": per_example.PER_EXAMPLE, self.clip_option: self.options[self.clip_option]})
+                               details={"accountant": claims.PER_EXAMPLE, self.clip_option: self.options[self.clip_option]})
         else:
             base = super().noise_for(spec)
         sigma = base.noise["noise_multiplier"]
-        vectors = per_example.bracket_details(
+        vectors = claims.bracket_details(
             lambda: gaussian_vectors_epsilon(noise_multiplier=sigma, sensitivity=REPLACE_SENSITIVITY, q=q, steps=steps,
                                              delta=delta), "epsilon_vectors")
         # the "paper's" number: DP-SGD's subsampled-Gaussian accountant with sensitivity C at this sigma (the run's
         # own when it is one of those, else the RDP one)
-        paper = base.epsilon if self.options["accountant"] != per_example.PER_EXAMPLE else \
+        paper = base.epsilon if self.options["accountant"] != claims.PER_EXAMPLE else \
             gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=q, steps=steps, accountant="rdp")
         return Calibration(noise=base.noise, epsilon=base.epsilon, order=base.order,
                            details={**base.details, "epsilon_paper_accountant": paper,
@@ -109,7 +109,7 @@ class GaussianPenultimate(SubsampledGaussianMethod):
         return max(0.0, float(pld.get_epsilon_for_delta(spec.delta)))
 
     def epsilon_spent(self, steps_done: int) -> float:
-        if self.options["accountant"] != per_example.PER_EXAMPLE:
+        if self.options["accountant"] != claims.PER_EXAMPLE:
             return super().epsilon_spent(steps_done)
         spec, cal = self._need_calibration()
         return self._per_example_epsilon(cal.noise["noise_multiplier"], spec, steps_done) if steps_done > 0 else 0.0
@@ -122,9 +122,9 @@ class GaussianPenultimate(SubsampledGaussianMethod):
             mechanism="subsampled_gaussian_features", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip_norm": self.options["clip_norm"]},
             epsilon=cal.epsilon, delta=spec.delta, protects="inputs", accountant=accountant,
-            adjacency=per_example.ADJACENCY_TEXT[self.adjacency], guarantee=False, vectors_epsilon_lb=lower,
+            adjacency=claims.ADJACENCY_TEXT[self.adjacency], guarantee=False, vectors_epsilon_lb=lower,
             paper_epsilon=cal.details["epsilon_paper_accountant"],
-            scope=per_example.scope(accountant=accountant, released="clipped, noised penultimate feature vectors",
+            scope=claims.scope(accountant=accountant, released="clipped, noised penultimate feature vectors",
                                     lower_bound=lower, reference="DP-SGD's subsampled-Gaussian accountant"),
         )
 

@@ -10,6 +10,7 @@ and a verdict against the claim.
 from __future__ import annotations
 
 import hashlib
+import html
 import html as html_lib
 import math
 import re
@@ -17,13 +18,19 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+import mlflow
 import numpy as np
 import pandas as pd
 
 from inputdp.benchmarks.audits.one_run import BLACK_BOX
+from inputdp.benchmarks.presets import preset_options
+from inputdp.benchmarks.sweep import build_config
+from inputdp.benchmarks.tracking import default_tracking_uri, open_store
 from inputdp.core import names
 from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT
-from inputdp.methods import reference_method
+from inputdp.methods import METHODS, reference_method
+
+from .plots import accuracy_vs_epsilon, time_bars
 
 #: one leaderboard row per recipe and budget: runs at another (q, T) are another configuration, not more seeds
 GROUP = ["dataset", "preset", "model", "method", "epsilon", "q", "T"]
@@ -41,9 +48,7 @@ def paper_results() -> pd.DataFrame:
 
 def load_runs(tracking_uri: str | None = None, experiment: str = "inputdp") -> pd.DataFrame:
     """Every FINISHED run of the experiment as one row (MLflow ``search_runs`` into pandas)."""
-    import mlflow
 
-    from inputdp.benchmarks.tracking import default_tracking_uri, open_store
 
     uri = tracking_uri or default_tracking_uri()
     if open_store(uri, experiment, create=False)[1] is None:
@@ -83,8 +88,6 @@ RECIPE_SETTINGS = ("optimizer", "lr", "momentum")
 
 def _preset_recipe(method: str, dataset: str, preset: str) -> dict[str, str] | None:
     """The preset's own optimizer, lr, momentum and lr_rule for this method, as logged (strings); None if unknown."""
-    from inputdp.benchmarks.presets import preset_options
-    from inputdp.benchmarks.sweep import build_config
 
     try:
         c = build_config(method=method, dataset=dataset, preset=preset, epsilon=1.0, seed=0)
@@ -254,7 +257,6 @@ def _uncontended_median(g: pd.DataFrame, column: str = "median_epoch_time_s") ->
 def _own_loop(method: str) -> bool:
     """Whether a method trains in its own loop (PATE: teachers, votes, student), so that it has no per-step time and
     its "epoch" is the whole run; False for a name this checkout does not know."""
-    from inputdp.methods import METHODS
 
     try:
         return bool(METHODS.get(method).load().capabilities.own_loop)
@@ -750,7 +752,6 @@ def smoke_banner(board: pd.DataFrame) -> str:
 
 def _plots(board: pd.DataFrame, out: Path) -> list[Path]:
     """One pair of plots per (data set, preset): runs of different presets are never drawn on one line."""
-    from .plots import accuracy_vs_epsilon, time_bars
 
     plots: list[Path] = []
     pairs = sorted(board[["dataset", "preset"]].dropna().drop_duplicates().itertuples(index=False)) if not board.empty else []
@@ -834,7 +835,6 @@ def _html_table_with_titles(df: pd.DataFrame, titles: dict[str, pd.Series], *, s
 
 
 def _escape(text: str) -> str:
-    import html
 
     return html.escape(text, quote=False)
 

@@ -169,7 +169,7 @@ def test_cifar_shaped_best_dpsgd_runs_a_few_steps_on_the_cpu():
     multiplicity 16, EMA, micro-batches) end to end through the harness for two steps, on synthetic data of
     CIFAR-10's shape; the full run is GPU work."""
     from inputdp.benchmarks.harness import run
-    from inputdp.benchmarks.speed import synthetic_data
+    from inputdp.benchmarks.performance.speed import synthetic_data
     from inputdp.benchmarks.sweep import Overrides, build_config
     from inputdp.core.config import PerfFlags
 

@@ -13,9 +13,9 @@ import torch
 
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.harness import prepare, run
+from inputdp.benchmarks.performance.speed import synthetic_data
 from inputdp.benchmarks.resolve import check_feasible, resolve
 from inputdp.benchmarks.sampling import batch_generator, poisson_batches, poisson_indices, poisson_indices_by_coins
-from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
@@ -227,7 +227,7 @@ def test_gpu_check_runs_at_a_smoke_size_on_the_cpu(tmp_path, capsys):
 def test_gpu_check_keeps_its_rows_when_it_dies_part_way(tmp_path, monkeypatch):
     """The JSON is rewritten after every configuration: a check killed part-way (the CPU machine's OOM killer ended
     a full-size check after 14 minutes) leaves what it measured, marked incomplete."""
-    from inputdp.benchmarks import gpucheck
+    from inputdp.benchmarks.performance import gpucheck
 
     real, calls = gpucheck._time_one, []
 

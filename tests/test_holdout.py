@@ -9,8 +9,8 @@ import torch
 
 from inputdp.benchmarks import harness
 from inputdp.benchmarks.cli import main
+from inputdp.benchmarks.performance.speed import synthetic_data
 from inputdp.benchmarks.resolve import resolve
-from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.errors import ConfigError
 from inputdp.reports.leaderboard import leaderboard, load_runs, tidy

@@ -1,5 +1,5 @@
 """Each Opacus internal the suite relies on, as the code calls it (methods/dpsgd.py, methods/fast_clipping.py,
-methods/gaussian_accounting.py), on the pinned range: a new Opacus that moves or changes one fails here, by name."""
+methods/subsampled_gaussian.py), on the pinned range: a new Opacus that moves or changes one fails here, by name."""
 
 from __future__ import annotations
 
@@ -100,11 +100,11 @@ def test_generate_noise_as_the_bk_optimizer_calls_it():
     assert abs(float(secure.std()) - 2.0) < 0.05
 
 
-def test_an_accountants_history_as_gaussian_accounting_writes_it():
+def test_an_accountants_history_as_subsampled_gaussian_writes_it():
     """history = [(noise_multiplier, sampling_rate, steps)] is what T public ``step`` calls leave behind."""
     from opacus.accountants import create_accountant
 
-    from inputdp.methods.gaussian_accounting import gaussian_epsilon
+    from inputdp.methods.subsampled_gaussian import gaussian_epsilon
 
     public = {}
     for name in ("prv", "rdp"):

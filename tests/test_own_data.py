@@ -17,7 +17,7 @@ from inputdp.benchmarks.resolve import check_feasible, resolve, with_checked_dat
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import DATASETS, canonical_name, dataset_info, load_tensor_data
-from inputdp.datasets import fingerprint as fp
+from inputdp.datasets import facts as fp
 from inputdp.datasets.generic import SPLIT_SEED
 from inputdp.datasets.registry import MEDMNIST
 from inputdp.datasets.sources import load_synthetic

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from inputdp.benchmarks.perf_gates import check, failures
+from inputdp.benchmarks.performance.gates import check, failures
 
 GATES = {"step_ratio": (1.10, "a step-time ratio"), "overhead": (0.05, "harness overhead"),
          "calibration_a_s": (0.050, "one calibration (seconds)"), "calibration_b_s": (0.050, "another (seconds)")}

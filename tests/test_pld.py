@@ -11,7 +11,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from inputdp.core.config import PrivacySpec
-from inputdp.methods.accounting.gaussian import gaussian_epsilon_rdp
+from inputdp.methods.accounting.gaussian_rdp import gaussian_epsilon_rdp
 from inputdp.methods.accounting.pld import (
     SIGMA_RTOL,
     VALUE_INTERVAL,

@@ -12,8 +12,8 @@ import torch
 from inputdp.benchmarks import harness
 from inputdp.benchmarks.models import MODELS, build_model
 from inputdp.benchmarks.models.scatternet import ScatterFrontend
+from inputdp.benchmarks.performance.speed import synthetic_data
 from inputdp.benchmarks.resolve import resolve
-from inputdp.benchmarks.speed import synthetic_data
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.config import PerfFlags
 

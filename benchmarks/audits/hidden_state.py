@@ -44,7 +44,7 @@ from inputdp.methods import create_method
 from inputdp.methods.base import TrainingSetup
 
 from ..sampling import batch_generator, poisson_batches
-from .multi_run import assign_inclusion, choose_rule, counts, split_halves
+from .multi_run import assign_inclusion, choose_rule, counts, rate_bound, split_halves
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -163,7 +163,6 @@ class HiddenStateResult:
 
 def ceiling_for(runs: int, delta: float, beta: float = 0.05) -> float:
     """The largest bound the test half can give: every guess right, n runs in each world there."""
-    from .multi_run import rate_bound
 
     n = runs // 4
     return rate_bound(n, n, 0, n, delta=delta, beta=beta)

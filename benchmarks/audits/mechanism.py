@@ -20,17 +20,21 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pandas as pd
 from scipy import stats
 
+from inputdp.core import names
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import METHODS as METHOD_REGISTRY
 from inputdp.methods import create_method
 from inputdp.methods.base import AUDIT_THRESHOLDS, Method
 
+from ..tracking import open_store
 from .fdp_bound import gdp_epsilon
 from .one_run import BETA
 
@@ -187,7 +191,6 @@ def line(row: dict[str, Any]) -> str:
 
 def summary(rows: list[dict[str, Any]]):
     """Per release and noise: the seeds, the median tightness (min and max), and the verdicts counted."""
-    import pandas as pd
 
     df = pd.DataFrame(rows)
     out = []
@@ -213,9 +216,7 @@ def write_table(rows: list[dict[str, Any]], folder: str, *, append: bool = False
     """In ``folder``: mechanism_audits.csv (every field of every audit), mechanism_audits.md (the columns a reader
     needs) and mechanism_summary.md (per release and noise over the seeds); ``append`` keeps the rows already there
     that this run did not measure again."""
-    from pathlib import Path
 
-    import pandas as pd
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
@@ -241,12 +242,10 @@ class MechanismStore:
     leaderboard joins it to the rows of the same method, (epsilon, delta, q, T) and neighbouring relation."""
 
     def __init__(self, tracking_uri: str | None, experiment: str):
-        from ..tracking import open_store
 
         self.client, self.experiment_id = open_store(tracking_uri, experiment)
 
     def log(self, row: dict[str, Any], config) -> str:
-        from inputdp.core import names
 
         tags = {names.TAG_KIND: names.KIND_MECHANISM_AUDIT, names.TAG_METHOD: row["method"],
                 names.TAG_DATASET: row["dataset"], names.TAG_PRESET: row["preset"],

@@ -36,6 +36,7 @@ from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
 
 from ..harness import model_for, run
+from ..models import MODELS
 from ..models.canary_inputs import CanaryInputs, extra_channels
 from ..resolve import NOT_RESOLVED, ResolvedRun
 from . import fdp_bound
@@ -209,7 +210,6 @@ def resolve_scores(text: str, canary_kind: str, model: str) -> tuple[str, ...]:
     """``auto``: for exclusive-support canaries on a dense-input model the one decisive test
     (``exclusive_weight_change``), else every general score; ``all``: every score the kind and model allow;
     otherwise a comma-separated list, taken as given (``check_arguments`` refuses what does not fit)."""
-    from ..models import MODELS
 
     if text not in ("auto", "all"):
         return tuple(t.strip() for t in text.split(",") if t.strip())
@@ -273,7 +273,6 @@ def check_canary_inputs(canary_kind: str, config: RunConfig, method) -> None:
 
 
 def _check_dense(model: str) -> None:
-    from ..models import MODELS
 
     if not MODELS.get(model).dense_input:
         raise ConfigError(f"score 'exclusive_weight_change' is not allowed for model {model!r}: its first layer is a "

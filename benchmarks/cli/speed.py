@@ -11,7 +11,7 @@ from .common import DATASET_HELP, add_speed_flags, parse_options, perf_flags
 
 def cmd_speed(args: argparse.Namespace) -> int:
     """``bench speed``: each method's step, interleaved with the reference's, on the same batches."""
-    from inputdp.benchmarks.speed import measure
+    from inputdp.benchmarks.performance.speed import measure
     from inputdp.benchmarks.sweep import resolve_methods
     from inputdp.methods import METHODS
 
@@ -40,7 +40,7 @@ def cmd_gpu_check(args: argparse.Namespace) -> int:
     """``bench gpu-check``: the paper's shapes on synthetic data, a table and a JSON file."""
     from pathlib import Path
 
-    from inputdp.benchmarks.gpucheck import check, write_table
+    from inputdp.benchmarks.performance.gpucheck import check, write_table
 
     out = Path(args.out)
     result = check(shapes=args.shapes, variants=args.variants, methods=args.methods, steps=args.steps,

@@ -95,7 +95,7 @@ class RunConfig:
     eval_batch_size: int = 1000
     lr_warmup_steps: int = 0  # linear learning-rate warm-up over the first steps (0: none)
     data_dir: str | None = None
-    #: the content fingerprint of the data set's arrays (``inputdp.datasets.fingerprint``): part of the key, so two
+    #: the content fingerprint of the data set's arrays (``inputdp.datasets.facts``): part of the key, so two
     #: different data under one name are two configurations; "" until the data are known (the harness fills it in)
     data_fingerprint: str = ""
 

@@ -1,6 +1,8 @@
 """Privacy accounting: pure functions (``rdp``, ``gaussian``), one conversion to (epsilon, delta)
 (``rdp.rdp_to_epsilon``) and one Brent calibration (``calibration``). THEORY.md says what each computes."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from .calibration import InfeasibleTarget, calibrate_parameter
 from .rdp import (
     MAX_ORDER,
@@ -36,7 +38,6 @@ ACCOUNTING_REVISION = 1
 def accounting_version() -> str:
     """The accounting's identity, part of every private run's key: the suite's revision and the versions of the
     libraries an accountant may call (dp_accounting's PLD, Opacus' PRV and RDP). A changed one reruns, never reuses."""
-    from importlib.metadata import PackageNotFoundError, version
 
     def of(dist: str) -> str:
         try:

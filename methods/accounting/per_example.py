@@ -30,6 +30,7 @@ from scipy import special, stats
 from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT
 
 from .calibration import InfeasibleTarget, calibrate_parameter
+from .rdp import rdp_to_epsilon
 
 # the per-example curve is computed for one input replaced, its label and its membership public
 ADJACENCIES = (REPLACE_INPUT, ADD_REMOVE)
@@ -289,7 +290,6 @@ def rdp_upper_epsilon(single: SingleRelease, *, q: float, steps: int, delta: flo
     """An upper bound on the per-example curve's epsilon from the exact Rényi divergence of the pair: the exact RDP
     of one step's mixture (:func:`mixture_rdp`), composed and converted (THEORY.md, "Rényi DP and its
     conversion"). Analytic, so a calibration can bracket its answer with it before the PLD refines it."""
-    from .rdp import rdp_to_epsilon
 
     return rdp_to_epsilon(_ORDERS, steps * mixture_rdp(single.renyi(_ORDERS), _ORDERS, q), delta)[0]
 

@@ -17,11 +17,12 @@ from __future__ import annotations
 
 import functools
 import math
+from importlib.metadata import version
 
 from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT
 
 from .calibration import InfeasibleTarget, calibrate_parameter
-from .gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_noise_multiplier_rdp
+from .gaussian_rdp import MAX_SIGMA, MIN_SIGMA, gaussian_noise_multiplier_rdp
 
 #: the width of the privacy-loss grid (dp_accounting's ``value_discretization_interval``)
 VALUE_INTERVAL = 1e-3
@@ -111,6 +112,5 @@ def gaussian_noise_multiplier_pld(*, epsilon: float, delta: float, sampling_rate
 @functools.cache  # read once per process: every claim and calibration names it
 def library_version() -> str:
     """dp_accounting's version: part of the accounting's identity (a changed library reruns, never reuses)."""
-    from importlib.metadata import version
 
     return version("dp-accounting")

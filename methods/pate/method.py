@@ -367,7 +367,6 @@ class PATE(Method):
         private votes, so not itself private) under the suite's conversion and under the classic one the reference
         code uses, eps = min over orders of rdp + log(1/delta) / (lambda - 1); the suite's (Balle et al. 2020) is
         smaller by about log(lambda/(lambda-1)) + log(lambda)/(lambda-1) at the best order."""
-        import sys
 
         orders = analysis.ORDERS
         classic = rdp_to_epsilon_classic

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import optimize, special
 
+from inputdp.methods.accounting import rdp_to_epsilon
+
 from . import analysis
 
 
@@ -404,7 +406,6 @@ def gnss_exact_rdp(order: float, beta: float, sigma: float) -> float:
     divergence grows with the shift, so the worst pair has the largest one, and the supremum over r (both
     directions) is found on a dense grid of log r, then refined.
     """
-    from scipy import optimize
 
     def worst_at(log_r: float) -> float:
         r = math.exp(log_r)
@@ -450,7 +451,6 @@ def sanitise(total_rdp: float, ss: float, *, order: float, beta: float, sigma_ss
     the data and says so; a tuned value could not be published). The released epsilon adds the release's own cost,
     :func:`release_cost`, at the same order.
     """
-    from inputdp.methods.accounting import rdp_to_epsilon
 
     noisy = total_rdp + ss * sigma_ss * float(rng.standard_normal())
     cost = release_cost(order, beta, sigma_ss)

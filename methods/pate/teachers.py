@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inputdp.methods import augment as sampling
+
 
 class TeacherEnsemble(nn.Module):
     """M copies of conv(w) - pool - conv(2w) - pool - fc(4w) - fc(classes), no normalisation."""
@@ -56,7 +58,6 @@ def train_teachers(x_parts: torch.Tensor, y_parts: torch.Tensor, *, num_classes:
                    fill: torch.Tensor | None = None) -> TeacherEnsemble:
     """x_parts: (m, n, C, H, W), y_parts: (m, n). Each teacher takes plain SGD steps on its own mini-batches, each
     image moved by up to ``shift_pixels`` pixels at random (what comes into view is ``fill``, per channel)."""
-    from inputdp.methods import augment as sampling
 
     m, n, c, size, _ = x_parts.shape
     ens = TeacherEnsemble(m, c, size, num_classes, width).to(x_parts.device)

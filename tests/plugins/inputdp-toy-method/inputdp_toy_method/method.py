@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 
 from inputdp.core.config import PrivacySpec
-from inputdp.methods.accounting.gaussian import gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
+from inputdp.methods.accounting.gaussian_rdp import gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from inputdp.methods.base import Calibration, Method, PrivacyClaim
 
 

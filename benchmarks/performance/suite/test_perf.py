@@ -1,6 +1,6 @@
-"""The performance-regression suite (pytest-benchmark). Run: python -m pytest benchmarks/perf
+"""The performance-regression suite (pytest-benchmark). Run: python -m pytest benchmarks/performance/suite
 
-Gates are ratios or short calibration times measured in this process (inputdp.benchmarks.perf_gates);
+Gates are ratios or short calibration times measured in this process (inputdp.benchmarks.performance.gates);
 a failing gate names its figure, value and bound.
 """
 
@@ -11,9 +11,9 @@ import time
 import pytest
 
 from inputdp.benchmarks.harness import NullCallback, prepare, train
-from inputdp.benchmarks.perf_gates import check, failures
+from inputdp.benchmarks.performance.gates import check, failures
+from inputdp.benchmarks.performance.speed import measure
 from inputdp.benchmarks.resolve import check_feasible
-from inputdp.benchmarks.speed import measure
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.config import PerfFlags, PrivacySpec
 
@@ -70,7 +70,7 @@ def test_calibration_time(benchmark, figures, method, options, name):
     from inputdp.methods.accounting import per_example as pe
     from inputdp.methods.accounting.pld import gaussian_epsilon_pld
     from inputdp.methods.dirichlet_softmax import calibrate_r
-    from inputdp.methods.gaussian_accounting import noise_multiplier_for
+    from inputdp.methods.subsampled_gaussian import noise_multiplier_for
 
     spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=256 / 60000, steps=2340)
     m = create_method(method, options)

@@ -18,20 +18,21 @@ from pathlib import Path
 from typing import Any, TextIO
 
 import torch
+from tqdm.auto import tqdm
 
 from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError, one_line
 from inputdp.datasets import dataset_info
 from inputdp.methods import METHODS, reference_method
 
-from .harness import prepare, timed_steps
+from ..harness import prepare, timed_steps
+from ..models import MODELS
+from ..presets import GPU_CHECK_COMPARE, GPU_CHECK_SHAPES
+from ..resolve import resolve
+from ..sampling import batch_generator, poisson_batches
+from ..sweep import Overrides, build_config
 from .memory import PeakMemory
-from .models import MODELS
-from .presets import GPU_CHECK_COMPARE, GPU_CHECK_SHAPES
-from .resolve import resolve
-from .sampling import batch_generator, poisson_batches
 from .speed import synthetic_data
-from .sweep import Overrides, build_config
 
 VARIANTS = {"fp32": ("none", False), "bf16": ("bf16", False), "compile": ("none", True),
             "bf16+compile": ("bf16", True)}
@@ -112,7 +113,6 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
     on_gpu = dev.startswith("cuda")
     bar = None
     if progress:
-        from tqdm.auto import tqdm
 
         bar = tqdm(total=len(jobs), desc="gpu-check", unit="config", leave=False)
     rows: list[dict[str, Any]] = []

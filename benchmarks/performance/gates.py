@@ -1,7 +1,7 @@
 """Performance gates: plain functions of figures measured side by side in one run (never absolute times).
 
 The gates themselves (figure name -> bound, what it is) belong to the suite that measures them
-(``benchmarks/perf/conftest.py``); this module only checks figures against the gates it is given.
+(``benchmarks/performance/suite/conftest.py``); this module only checks figures against the gates it is given.
 """
 
 from __future__ import annotations

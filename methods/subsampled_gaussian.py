@@ -12,7 +12,7 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from .accounting.calibration import InfeasibleTarget, calibrate_parameter
-from .accounting.gaussian import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
+from .accounting.gaussian_rdp import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from .accounting.pld import DESCRIPTION as PLD_DESCRIPTION
 from .accounting.pld import DESCRIPTION_REPLACE as PLD_DESCRIPTION_REPLACE
 from .accounting.pld import MAX_STEPS as PLD_MAX_STEPS
@@ -29,7 +29,7 @@ def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, 
                          relation: str = ADD_REMOVE) -> float:
     """The smallest sigma meeting (epsilon, delta, q, T) under the named accountant, by the one calibration search.
 
-    For ``rdp`` the accountant is the vectorised RDP of ``accounting.gaussian`` (equal to Opacus' RDP accountant,
+    For ``rdp`` the accountant is the vectorised RDP of ``accounting.gaussian_rdp`` (equal to Opacus' RDP accountant,
     tested; about 50x faster); ``pld`` starts its search from RDP's sigma (accounting/pld.py); ``prv`` is Opacus'
     PRV accountant, evaluated at each point of the same search. ``relation`` ``replace_input`` is PLD's only.
     """

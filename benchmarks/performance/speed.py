@@ -8,8 +8,10 @@ architecture with the same normalisation (GroupNorm by default), so only the met
 
 from __future__ import annotations
 
+import multiprocessing
 import statistics
 from collections.abc import Sequence
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -20,10 +22,10 @@ from inputdp.core.names import PARAM_MEMORY_KIND
 from inputdp.datasets import TensorData, canonical_name, dataset_info, load_tensor_data
 from inputdp.methods import METHODS, reference_method
 
-from .harness import Prepared, prepare, timed_steps
+from ..harness import Prepared, prepare, timed_steps
+from ..resolve import resolve
+from ..sweep import Overrides, build_config
 from .memory import PeakMemory, current_rss_bytes
-from .resolve import resolve
-from .sweep import Overrides, build_config
 
 
 @dataclass
@@ -169,8 +171,6 @@ def alone_memory(method: str, options: dict, *, dataset: str, preset: str, model
     data, builds the model and method, then takes ``steps`` steps while a thread samples its resident set.
     Returns ``alone_peak_mb`` (the process's peak) and ``alone_step_mb`` (the peak over the resident set just
     before the first step: what the method's steps add, the same data and model being in every process)."""
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
 
     args = (method, options, dataset, preset, model, norm, batch_size, epsilon, data_dir, synthetic, threads, steps)
     with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from inputdp.core.errors import ConfigError
 
 from .generic import canonical, info_for, is_path_spec
@@ -21,7 +23,6 @@ def dataset_info(name: str) -> DatasetInfo:
     except ConfigError as err:
         if name in DATASETS.broken():
             raise
-        from pathlib import Path
 
         path = Path(name).expanduser()
         if path.is_dir() or (path.is_file() and path.suffix == ".npz"):  # a path without its kind: say which

@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from inputdp.benchmarks.perf_gates import Gates, check
+from inputdp.benchmarks.performance.gates import Gates, check
 
 #: (figure name -> bound, what it is). A figure above its bound fails the gate.
 GATES: Gates = {

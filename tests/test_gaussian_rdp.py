@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from inputdp.methods.accounting.gaussian import (
+from inputdp.methods.accounting.gaussian_rdp import (
     OPACUS_ALPHAS,
     gaussian_epsilon_rdp,
     gaussian_noise_multiplier_rdp,

@@ -179,22 +179,14 @@ PRESETS.register(Preset(
 ))
 
 
-# Each method at its own best published or measured recipe, at the same (epsilon, delta) (view "own_best"):
-# - dpsgd: Tramèr & Boneh (2021)'s ScatterNet + linear model (scattering features, GroupNorm, one linear layer;
-#   SGD lr 8, momentum 0.9, C = 0.1, batch 4096 as a Poisson rate), 20 epochs: the best on MNIST at eps 2.93 (seed 0,
-#   on test and on 5,000 held-out training examples; at eps 1 the 10-epoch recipe ties on test and is 0.31 points
-#   better held out: one recipe serves every budget here) of 4 configurations tried (reports/mnist-best/README.md,
-#   "How the recipes were chosen"): Papernot et al. (2021)'s tanh CNN with Tramèr & Boneh's recipe for it
-#   (batch 512, lr 0.5, 40 epochs), ScatterNet + linear for 10 and 20 epochs, ScatterNet + CNN (lr 4, 20 epochs); on Fashion-MNIST
-#   the same recipe, chosen from 3 tried there
-#   (the tanh CNN with its published recipe, batch 2048 and lr 4; ScatterNet + linear for 10 epochs; this one);
-# - dirichlet_softmax: the cpu preset's recipe (Adam chosen over SGD by measurement) with twice its batch at the
-#   same T, the best of a small search of (q, T, lr, alpha) around it (below; reports/mnist-best/README.md);
+# Each method at its own best published or measured recipe, at the same (epsilon, delta) (view "own_best"); each
+# recipe is the best of the configurations counted in its ``configs_tried``, which reports/mnist-best/README.md ("How
+# the recipes were chosen") lists with their test and held-out accuracies:
+# - dpsgd: Tramèr & Boneh (2021)'s ScatterNet + linear model (scattering features, GroupNorm, one linear layer; SGD
+#   lr 8, momentum 0.9, C = 0.1, batch 4096 as a Poisson rate), 20 epochs, on MNIST and Fashion-MNIST alike;
+# - dirichlet_softmax: the cpu preset's recipe (Adam) with twice its batch at the same T;
 # - gaussian_penultimate and the non-private reference: the cpu preset's;
-# - pate: the paper's MNIST setting with augmented teachers and the semi-supervised student (4 recipes measured).
-# dirichlet_softmax's search (MNIST, eps 2.93, seed 0; reports/mnist-best/README.md): the cpu recipe 98.82%, 20 epochs
-# 98.87, q = 512/60000 at the same T (20 epochs) 98.95, lr 2e-3 98.50, 5 epochs 98.57, alpha = 1 98.67, and SGD
-# before them: 7 tried
+# - pate: the paper's MNIST setting with augmented teachers and the semi-supervised student.
 _BEST_COMMON = {"dirichlet_softmax": {"optimizer": "adam", "lr": 1e-3, "momentum": 0.0, "sampling_rate": 512 / 60000,
                                      "steps": 2340, "configs_tried": 7},
                 "pate": {"configs_tried": 4}, **_SOUND_INPUT_PRIVATE}

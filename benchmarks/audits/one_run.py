@@ -53,19 +53,17 @@ GENERAL_SCORES = tuple(s for s in SCORES if s not in ONE_TEST)
 BLACK_BOX = ("loss", "margin", "reference_rank")
 WHITE_BOX = tuple(s for s in SCORES if s not in BLACK_BOX)
 BETA = 0.05
-#: random-pattern canaries: pixel spread as a multiple of the training data's. Measured on MNIST (cpu preset,
-#: non-private, m = 1000, seed 0, loss score, 28 tests): 1x 2.52 (the model half-fits them: median p_y 0.44 when
-#: in), 1.5x 2.89, 2x 3.13 (seeds 1, 2: 3.56, 3.24), 2.5x 2.94, 3x 2.94, 4x 1.68, 6x 0.09, 10x 0.00: from 4x on
-#: the model learns to answer near-uniformly for any noise image and memorises almost none.
+#: random-pattern canaries: pixel spread as a multiple of the training data's; the scale at which a non-private
+#: model memorises them best (weaker patterns are half-fitted, stronger ones answered near-uniformly: measured over
+#: 1x-10x in reports/mnist-cpu/README.md, "How the audit's constants were fixed")
 PATTERN_SCALE = 2.0
 #: the value of canary j on its own coordinate (``canary_inputs``); every other example holds 0 there
 CANARY_INPUT_VALUE = 1.0
 #: fresh canaries per audit that no run trains on: the null population of the ``reference_rank`` score
 REFERENCE_SIZE = 5000
 #: the ``relearn`` score: full-batch plain gradient steps on all m canaries (in and out alike) from the trained
-#: parameters. Fixed once, on saved non-private MNIST models (cpu preset, 2x patterns, four models): lr 0.005-0.02
-#: with 5-20 steps all gave the same bounds to within 0.1, 0.2-0.34 above the loss score; lr 0.05 weakened it
-#: (1.1-2.6 on the seed-0 model) and lr 0.1-0.2 learns the excluded canaries too (bound 0).
+#: parameters; a step small enough not to learn the excluded canaries too, within a plateau of equal bounds
+#: (reports/mnist-cpu/README.md, "How the audit's constants were fixed")
 RELEARN_LR = 0.01
 RELEARN_STEPS = 10
 

@@ -113,9 +113,19 @@ STUDIES.register(Study(
     audits=(AuditPlan(canaries=20), AuditPlan(canary_kind="exclusive_support", canaries=20, model="mlp"),
             AuditPlan(canary_kind="canary_inputs", canaries=20)),
     note="plumbing, not a comparison: what `bench study` does, at test size"))
+
+
+def _dpsgd_replace_input(dataset: str, preset: str, epsilons: tuple[float, ...]) -> StudyPart:
+    """DP-SGD again at the input-private relation (one input replaced, its label public: sensitivity 2C), beside
+    its add/remove row: the sound input-private row every input-private method is matched against."""
+    return StudyPart(dataset=dataset, preset=preset, methods=("dpsgd",), epsilons=epsilons, seeds=_ALL_SEEDS,
+                     overrides={"method_options": {"dpsgd": {"adjacency": "replace_input"}}}, speed_steps=0)
+
+
 STUDIES.register(Study(
     name="mnist-cpu", target="", summary="every method on MNIST at the cpu preset, eps 1 and 4, 3 seeds, audited",
-    parts=(StudyPart(dataset="mnist", preset="cpu", epsilons=(1.0, 4.0), seeds=_ALL_SEEDS),),
+    parts=(StudyPart(dataset="mnist", preset="cpu", epsilons=(1.0, 4.0), seeds=_ALL_SEEDS),
+           _dpsgd_replace_input("mnist", "cpu", (1.0, 4.0))),
     note="matched view: one (q, T) for every method (PATE: its own loop at the same epsilon)"))
 #: PATE's best recipe (250 grouped teachers for 40 epochs, the semi-supervised student for 80 passes) takes 9 to 21
 #: minutes a run on 2 cores (benchmarks/docs/speed.md, PATE): over the 10 minutes above which a study runs 2 seeds
@@ -124,7 +134,8 @@ STUDIES.register(Study(
     name="mnist-best", target="",
     summary="every method at its own best recipe on MNIST, eps 1 and 2.93, 3 seeds (pate 2)",
     parts=(StudyPart(dataset="mnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS,
-                     seeds_by_method=_LONG_RUNS, speed_steps=0),),
+                     seeds_by_method=_LONG_RUNS, speed_steps=0),
+           _dpsgd_replace_input("mnist", "best", (1.0, 2.93))),
     note="own-best view: each method's own (q, T, model, optimiser) at the same (epsilon, delta), so each is timed "
          "by its whole run (no interleaved step: a step at one batch is not what an own recipe costs); pate at 2 "
          "seeds, one run taking over 10 minutes here"))
@@ -132,7 +143,8 @@ STUDIES.register(Study(
     name="fashionmnist-best", target="",
     summary="every method at its own best recipe on Fashion-MNIST, eps 1 and 2.93, 3 seeds (pate 2)",
     parts=(StudyPart(dataset="fashionmnist", preset="best", epsilons=(1.0, 2.93), seeds=_ALL_SEEDS,
-                     seeds_by_method=_LONG_RUNS, speed_steps=0),),
+                     seeds_by_method=_LONG_RUNS, speed_steps=0),
+           _dpsgd_replace_input("fashionmnist", "best", (1.0, 2.93))),
     # no exclusive-support test: no pixel of Fashion-MNIST is blank in all 60,000 training images (0 free
     # coordinates; MNIST has 67); the canaries' own appended coordinates give the white-box test that decides
     audits=(AuditPlan(), AuditPlan(canary_kind="canary_inputs")),

@@ -18,8 +18,9 @@ def test_the_published_studies_are_declared():
     assert {r.config.privacy.epsilon for r in private} == {1.0, 4.0}
     assert {r.config.seed for r in cpu} == {0, 1, 2} and {r.config.preset for r in cpu} == {"cpu"}
     private_methods = {r.config.method for r in private}
-    # each private method at each epsilon, by each of the study's audits:
-    assert len(audited(cpu)) == 2 * len(private_methods) == 12
+    # each private method at each epsilon, by each of the study's audits; DP-SGD twice, at each relation:
+    assert len(audited(cpu)) == 2 * (len(private_methods) + 1) == 14
+    assert {r.variant for r in audited(cpu) if r.config.method == "dpsgd"} == {"", "adjacency=replace_input"}
     # random patterns on the row's model, exclusive support on an MLP, the canaries' own coordinates on the row's
     plans = STUDIES.get("mnist-cpu").audits
     assert [(p.canary_kind, p.canaries, p.model) for p in plans] == [("random_pattern", 1000, None),
@@ -37,8 +38,9 @@ def test_the_published_studies_are_declared():
         assert seeds.pop("pate") == {0, 1} and all(s == {0, 1, 2} for s in seeds.values())
         assert "pate at 2 seeds" in STUDIES.get("mnist-best").note
         # own recipes are compared by their whole runs: no interleaved step at one batch
-        assert [part.speed_steps for part in STUDIES.get(name).parts] == [0]
-    assert [part.speed_steps for part in STUDIES.get("mnist-cpu").parts] == [50]
+        assert [part.speed_steps for part in STUDIES.get(name).parts] == [0, 0]
+    # the interleaved step timing is the matched part's; DP-SGD at replace_input runs the same step as at add/remove
+    assert [part.speed_steps for part in STUDIES.get("mnist-cpu").parts] == [50, 0]
 
 
 def test_seeds_by_method_is_a_subset_of_the_seeds():
@@ -60,7 +62,8 @@ def test_a_study_runs_first_seed_first():
     assert [{r.config.seed for r in b} for b in batches] == [{0}, {1}, {2}]
     rows = [{(r.config.method, r.variant, r.config.privacy.epsilon) for r in b} for b in batches]
     private = {r.config.method for r in runs if r.config.privacy.is_private}
-    assert rows[0] == rows[1] == rows[2] and len(rows[0]) == 1 + 2 * len(private) == 13  # nonprivate once
+    # nonprivate once; DP-SGD at both relations
+    assert rows[0] == rows[1] == rows[2] and len(rows[0]) == 1 + 2 * (len(private) + 1) == 15
     assert sorted(r.key() for b in batches for r in b) == sorted(r.key() for r in runs)
 
 

@@ -627,7 +627,24 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     # the claim in full, caveat included: which accountant, and every released value it covers and does not
     t["the claim and what it covers"] = [f"{a}: {s}" if a else str(s) for a, s in zip(t["accountant"], t["scope"])]
     _short_cells(t)
-    return t
+    t["covers"] = [covers_model(g, v) for g, v in zip(t["guarantee"], t["verdict in full"])]
+    order = {SOUND: 0, REFERENCE: 1, NO_GUARANTEE: 2}
+    return t.iloc[sorted(range(len(t)), key=lambda i: order[t["covers"].iloc[i]])]
+
+
+#: what a row's claim covers, which groups the tables and styles the plots: a guarantee of the released model that no
+#: audit refutes; the non-private reference; no guarantee of the model (the claim says so, or an audit refutes it)
+SOUND, REFERENCE, NO_GUARANTEE = "sound", "reference", "no guarantee"
+GROUP_TITLES = {SOUND: "Sound for the released model", REFERENCE: "The non-private reference",
+                NO_GUARANTEE: "No guarantee for the released model (the claim says so, or an audit refutes it)"}
+
+
+def covers_model(guarantee: str, verdict: str) -> str:
+    """The row's group from its glance "guarantee" cell ("yes", "no", "" for the reference) and its full verdict."""
+    if not guarantee:
+        return REFERENCE
+    refuted = "refuted" in str(verdict) and "not refuted" not in str(verdict)
+    return SOUND if guarantee == "yes" and not refuted else NO_GUARANTEE
 
 
 def _short_cells(t: pd.DataFrame) -> None:
@@ -702,6 +719,17 @@ def paper_side_by_side(board: pd.DataFrame) -> pd.DataFrame:
                      "metric": p.metric, "model": p.model, "extra data": getattr(p, "extra_data", ""),
                      "published": published, "source": p.source, "measured": value, "comparable": comparable})
     return pd.DataFrame(rows)
+
+
+def _grouped_markdown(glance: pd.DataFrame, covers: pd.Series) -> list[str]:
+    """The glance table as one table per group (sound, reference, no guarantee), so that a row whose claim does
+    not cover the model is never read among the sound ones."""
+    lines = []
+    for group, title in GROUP_TITLES.items():
+        rows = glance[(covers == group).to_numpy()]
+        if not rows.empty:
+            lines += [f"### {title}", "", to_markdown(rows), ""]
+    return lines
 
 
 def to_markdown(df: pd.DataFrame) -> str:
@@ -829,7 +857,9 @@ def _html_table_with_titles(df: pd.DataFrame, titles: dict[str, pd.Series], *, s
             if c in titles and str(titles[c].loc[i]):
                 attrs += f' title="{html_lib.escape(str(titles[c].loc[i]), quote=True)}"'
             cells.append(f"<td{attrs}>{_escape(value)}</td>")
-        rows.append(f"<tr>{''.join(cells)}</tr>")
+        group = str(titles["covers"].loc[i]) if "covers" in titles else ""
+        row_class = ' class="noguarantee"' if group == NO_GUARANTEE else ""
+        rows.append(f"<tr{row_class}>{''.join(cells)}</tr>")
     cls = ' class="dataframe sortable"' if sortable else ' class="dataframe"'
     return f"<table border=\"0\"{cls}><thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
@@ -844,7 +874,9 @@ def _html(title, stamp, banner, glance, details, audited, comparable, other, plo
     style = ("body{font-family:sans-serif;margin:2em} table{border-collapse:collapse;font-size:13px}"
              "td,th{border:1px solid #ccc;padding:4px 8px;vertical-align:top} th{background:#eee}"
              ".banner{background:#fff3cd;border:1px solid #e0c36c;padding:8px 12px}"
-             ".verdict.bad{background:#f8d7da} .verdict.ok{background:#d4edda} .verdict.none{color:#666}")
+             ".verdict.bad{background:#f8d7da} .verdict.ok{background:#d4edda} .verdict.none{color:#666}"
+             # a row whose claim does not cover the released model: greyed, never drawn like a sound one
+             "tr.noguarantee td{color:#777;font-style:italic;background:#f6f6f6}")
     parts = [f"<!doctype html><html><head><meta charset='utf-8'><title>{_escape(title)}</title>",
              f"<style>{style}</style></head><body><h1>{_escape(title)}</h1>"]
     if banner:
@@ -892,7 +924,7 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     banner = smoke_banner(board)
     md = out / "leaderboard.md"
     lines = [f"# {title}", ""] + ([f"> **{banner}**", ""] if banner else []) + ([stamp, ""] if stamp else [])
-    lines += [to_markdown(glance) if not glance.empty else "(no finished runs)", ""]
+    lines += _grouped_markdown(glance, shown["covers"]) if not glance.empty else ["(no finished runs)", ""]
     if not glance.empty:
         lines += [VIEW_NOTE, "", "## Details", "", to_markdown(details), ""]
     if not audited.empty:
@@ -905,6 +937,6 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     lines += [f"![{p.stem}]({p.name})" for p in plots]
     md.write_text("\n".join(lines) + "\n")
     html = out / "leaderboard.html"
-    tips = {c: shown[full] for c, full in TOOLTIPS.items()} if not glance.empty else None
+    tips = {**{c: shown[full] for c, full in TOOLTIPS.items()}, "covers": shown["covers"]} if not glance.empty else None
     html.write_text(_html(title, stamp, banner, glance, details, audited, comparable, other, plots, tips))
     return ReportFiles(md, csv, html, plots)

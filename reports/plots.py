@@ -26,10 +26,14 @@ def _series(private: pd.DataFrame):
 
 
 def series_style(label: str, rows: pd.DataFrame) -> tuple[str, str | None]:
-    """(legend label, marker face): a row whose epsilon is no guarantee of the model is drawn hollow and says so,
-    never like a sound one."""
-    sound = "guarantee" not in rows or str(rows["guarantee"].iloc[0]) != "false"
-    return (label, None) if sound else (f"{label} (no guarantee)", "white")
+    """(legend label, marker face): a row whose epsilon is no guarantee of the model, or whose claim an audit
+    refutes, is drawn hollow and says so, never like a sound one."""
+    if "guarantee" in rows and str(rows["guarantee"].iloc[0]) == "false":
+        return f"{label} (no guarantee)", "white"
+    verdicts = rows["verdict"].astype(str) if "verdict" in rows else pd.Series([], dtype=str)
+    if any("refuted" in v and "not refuted" not in v for v in verdicts):
+        return f"{label} (refuted)", "white"
+    return label, None
 
 
 def accuracy_vs_epsilon(board: pd.DataFrame, path: Path, dataset: str) -> Path:

@@ -192,9 +192,16 @@ def test_bench_report_writes_files(store, tmp_path, capsys):
     # nothing is published on the generated set: no row claims to compare, and the published ones are folded away
     assert "## Published results side by side" not in md and "published results have no comparable run here" in md
     assert "plumbing, not a comparison" in md.splitlines()[2]  # the smoke banner, before any figure
-    head = md.split("\n\n")[3].splitlines()[0]
+    head = next(line for line in md.splitlines() if line.startswith("| dataset | method |"))
     assert head.startswith("| dataset | method | epsilon | accuracy % (n) | speed (x non-private) |")
     assert head.rstrip(" |").endswith("verdict") and "## Details" in md
+    # one glance table per group: the reference, then the rows without a guarantee for the model, apart (no row of
+    # this store is sound for the model: that group has no table)
+    reference, none = (md.index(f"### {t}") for t in ("The non-private reference", "No guarantee for the released model"))
+    details = md.index("## Details")
+    assert "### Sound for the released model" not in md
+    assert reference < md.index("| nonprivate |") < none < md.index("| dirichlet_softmax |") < details
+    assert none < md.index("| gaussian_penultimate |") < details
     csv = pd.read_csv(out / "leaderboard.csv")
     assert len(csv) == 5 and "time_ratio_to_nonprivate" in csv.columns
 
@@ -328,7 +335,7 @@ def test_the_html_leaderboard_in_a_real_browser(store, tmp_path):
 
     def epsilons(html: str) -> list[str]:
         table = html.split('class="dataframe sortable"', 1)[1].split("</table>", 1)[0]
-        rows = re.findall(r"<tr>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)
+        rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)
         return [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)[2] for r in rows]
 
     plain = dom(page)
@@ -346,6 +353,9 @@ def test_the_html_leaderboard_in_a_real_browser(store, tmp_path):
     assert max(len(c) for c in cells) <= 60, max(cells, key=len)
     titles = re.findall(r'<td class="verdict [a-z]+" title="([^"]+)">', glance)
     assert len(titles) == 4 and all(len(t) > 60 for t in titles)  # every private row's verdict, in full
+    # the rows whose claim does not cover the model come last and are greyed: never drawn like a sound one
+    classes = re.findall(r"<tr( class=\"noguarantee\")?>", glance.split("<tbody>", 1)[1])
+    assert classes == ["", *[' class="noguarantee"'] * 4]  # the reference, then the four per-example rows
 
 
 def test_a_row_without_a_guarantee_is_drawn_hollow_and_says_so():
@@ -357,6 +367,12 @@ def test_a_row_without_a_guarantee_is_drawn_hollow_and_says_so():
     refuted = pd.DataFrame({"guarantee": ["false"], "epsilon": [1.0]})
     assert series_style("dp_least_squares", sound) == ("dp_least_squares", None)
     assert series_style("dirichlet_softmax", refuted) == ("dirichlet_softmax (no guarantee)", "white")
+    # a claim that states a guarantee but that an audit refutes is not drawn like a sound one either
+    audited = pd.DataFrame({"guarantee": ["true"], "epsilon": [1.0],
+                            "verdict": ["refuted for the released model (white-box 5.60 > 1, f-DP)"]})
+    assert series_style("some_method", audited) == ("some_method (refuted)", "white")
+    fine = audited.assign(verdict=["not refuted (ceiling 5.56)"])
+    assert series_style("some_method", fine) == ("some_method", None)
 
 
 @pytest.mark.parametrize("full,short", [
@@ -373,3 +389,18 @@ def test_the_glance_verdict_is_the_full_one_in_a_few_words(full, short):
     from inputdp.reports.leaderboard import short_verdict
 
     assert short_verdict(full) == short
+
+
+def test_the_glance_tables_group_rows_by_what_the_claim_covers():
+    from inputdp.reports.leaderboard import NO_GUARANTEE, REFERENCE, SOUND, _grouped_markdown, covers_model
+
+    assert covers_model("yes", "not refuted (ceiling 5.56)") == SOUND
+    assert covers_model("yes", "tight to 0.98") == SOUND
+    assert covers_model("yes", "refuted for the released model (white-box 5.60 > 4, f-DP)") == NO_GUARANTEE
+    assert covers_model("no", "not refuted (ceiling 5.56)") == NO_GUARANTEE  # not refuted is no guarantee
+    assert covers_model("", "") == REFERENCE
+    glance = pd.DataFrame({"method": ["dirichlet_softmax", "dpsgd", "nonprivate"], "guarantee": ["no", "yes", ""]})
+    covers = pd.Series([NO_GUARANTEE, SOUND, REFERENCE])
+    md = "\n".join(_grouped_markdown(glance, covers))
+    assert md.index("### Sound") < md.index("| dpsgd |") < md.index("### The non-private") < md.index("| nonprivate |")
+    assert md.index("| nonprivate |") < md.index("### No guarantee") < md.index("| dirichlet_softmax |")

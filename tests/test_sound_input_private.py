@@ -117,6 +117,31 @@ def test_the_noise_is_what_the_calibration_says():
     assert np.isfinite(noisy.numpy()).all()
 
 
+def test_the_psd_projection_is_the_nearest_psd_matrix_and_post_processing():
+    """Higham's projection: positive semi-definite, the identity on a PSD matrix, and no PSD matrix tried is nearer
+    in Frobenius norm; with it the solve needs no large ridge (the noise is the release's; the solve reads only A~, B~)."""
+    from inputdp.methods.dp_least_squares import psd_projection
+
+    g = torch.Generator().manual_seed(3)
+    m = torch.randn(30, 30, generator=g, dtype=torch.float64)
+    a = (m + m.T) / 2
+    p = psd_projection(a)
+    assert torch.allclose(p, p.T) and float(torch.linalg.eigvalsh(p).min()) > -1e-10
+    x = torch.randn(50, 30, generator=g, dtype=torch.float64)
+    assert torch.allclose(psd_projection(x.T @ x), x.T @ x, atol=1e-9)
+    best = float(torch.linalg.norm(a - p))
+    for _ in range(200):  # random PSD candidates, some near p: none is nearer to a
+        c = torch.randn(30, 30, generator=g, dtype=torch.float64) * 0.05
+        q = psd_projection(p + (c + c.T) / 2)
+        assert float(torch.linalg.norm(a - q)) >= best - 1e-9
+    plain, projected = DPLeastSquares(psd=False, ridge=0.1), DPLeastSquares()
+    assert projected.options["psd"] is True and projected.options["ridge"] == 0.1
+    plain.calibrate(SPEC), projected.calibrate(SPEC)
+    # the estimator is not part of the release: the same noise and epsilon
+    assert (plain.calibration.noise, plain.calibration.epsilon, plain.calibration.details) == (
+        projected.calibration.noise, projected.calibration.epsilon, projected.calibration.details)
+
+
 RUN_NEW = ["run", "--dataset", "synthetic", "--preset", "smoke", "--no-progress", "--methods"]
 
 
@@ -128,6 +153,7 @@ RUN_NEW = ["run", "--dataset", "synthetic", "--preset", "smoke", "--no-progress"
     ([*RUN_NEW, "dp_least_squares", "--option", "dp_least_squares.clip=0"], "clip=0 is not allowed"),
     ([*RUN_NEW, "feature_perturbation", "--option", "feature_perturbation.clip=-1"], "clip=-1 is not allowed"),
     ([*RUN_NEW, "dp_least_squares", "--option", "dp_least_squares.split=1"], "split=1 is not allowed"),
+    ([*RUN_NEW, "dp_least_squares", "--option", "dp_least_squares.psd=maybe"], "psd='maybe' is not allowed"),
 ])
 def test_bad_options_are_refused_in_one_line_before_any_store(argv, needle, tmp_path):
     store = tmp_path / "m.db"

@@ -363,3 +363,15 @@ def test_the_import_check_sees_a_function_level_import(tmp_path):
     f = tmp_path / "m.py"
     f.write_text("def f():\n    import json\n    try:\n        import fcntl\n    except ImportError:\n        pass\n")
     assert _function_level_imports(f) == [(2, "json")]
+
+
+def test_the_perf_suite_finds_the_repository_root_as_the_tests_do():
+    """The regression suite's default data folder is the tests' (``shared/data`` beside the clone): a suite moved one
+    folder deeper once looked beside benchmarks/ instead and silently skipped its MNIST gate."""
+    import importlib.util
+
+    path = ROOT / "benchmarks" / "performance" / "suite" / "conftest.py"
+    spec = importlib.util.spec_from_file_location("perf_suite_conftest", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.ROOT == ROOT

@@ -20,7 +20,7 @@ GATES: Gates = {
     "dpsgd_rdp_calibration_s": (0.050, "one calibration of dpsgd, RDP accountant (seconds)"),
 }
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]  # the repository (benchmarks/performance/suite/conftest.py)
 SHARED_DATA = Path(os.environ.get("INPUTDP_SHARED_DATA", ROOT.parent / "shared" / "data"))
 
 _FIGURES: dict[str, float] = {}

@@ -22,6 +22,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 
+from inputdp.benchmarks.audits.fdp_bound import DECIDES_MARGIN
 from inputdp.benchmarks.audits.one_run import BLACK_BOX
 from inputdp.benchmarks.presets import preset_options
 from inputdp.benchmarks.sweep import build_config
@@ -409,7 +410,7 @@ def _with_best_bounds(audits: pd.DataFrame) -> pd.DataFrame:
                 audits[col] = np.nan
         steinke = pd.to_numeric(audits[f"lb_{threat}"], errors="coerce")
         fdp = pd.to_numeric(audits[f"fdp_{threat}"], errors="coerce")
-        fdp_wins = fdp.fillna(-1.0) > steinke.fillna(-1.0) + 1e-3
+        fdp_wins = fdp.fillna(-1.0) > steinke.fillna(-1.0) + DECIDES_MARGIN  # as ScoreOutcome.decides
         nothing = (steinke.fillna(0.0) <= 0) & (fdp.fillna(0.0) <= 0)  # both 0: neither decided anything
         audits[f"decides_{threat}"] = np.where(nothing, "", np.where(fdp_wins, "f-DP", "Steinke"))
         audits[f"best_{threat}"] = steinke.where(~fdp_wins, fdp)

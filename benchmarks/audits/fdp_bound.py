@@ -32,6 +32,9 @@ from scipy.special import ndtr, ndtri
 from inputdp.methods.accounting.one_release import gaussian_release_epsilon
 
 FAMILIES = ("gdp", "eps_delta")
+#: the f-DP bound "decides" (is the one a verdict names) only where it exceeds Steinke's bound of the same guesses by
+#: more than this; nearer, the two agree to the precision the bounds are computed at, and Steinke's is named
+DECIDES_MARGIN = 1e-3
 #: the parameter grid refined around the boundary: this many points a round, this many rounds
 _GRID, _ROUNDS = 64, 4
 

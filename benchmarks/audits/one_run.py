@@ -134,7 +134,7 @@ class ScoreOutcome:
     @property
     def decides(self) -> str:
         """Which of the two (epsilon, delta) bounds is the larger: "f-DP" or "Steinke" (ties: Steinke)."""
-        return "f-DP" if self.fdp_epsilon_lb > self.epsilon_lb + 1e-3 else "Steinke"
+        return "f-DP" if self.fdp_epsilon_lb > self.epsilon_lb + fdp_bound.DECIDES_MARGIN else "Steinke"
 
 
 def fdp_bounds(*, r: int, v: int, m: int, delta: float, level: float) -> tuple[float, float, float]:

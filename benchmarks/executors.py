@@ -120,7 +120,6 @@ class _Distributed:
 
 
 def _worker_entry(run_one: RunOne, config: RunConfig, threads: int):
-
     if threads:
         torch.set_num_threads(threads)
     return run_one(config)

@@ -390,7 +390,6 @@ def run(
 
 
 def _interrupted() -> bool:
-
     return isinstance(sys.exc_info()[1], KeyboardInterrupt)
 
 

@@ -160,7 +160,6 @@ STUDIES.register(Study(
 
 
 def _methods(part: StudyPart) -> list[str]:
-
     return resolve_methods(part.methods if isinstance(part.methods, str) else ",".join(part.methods))
 
 
@@ -188,7 +187,6 @@ def configurations(study: Study, data_dir: str | None = None, *, check_data: boo
 
 
 def _finished(mlflow_client, exp: str, key: str) -> bool:
-
     return any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp, key))
 
 

@@ -416,7 +416,6 @@ class MLflowTracker:
     # -- the callback ---------------------------------------------------------------------------------------------
     @shield
     def on_start(self, config, params: dict[str, Any], tags: dict[str, str]) -> None:
-
         all_tags = {**tags, **self.extra_tags, **self._who()}
         if self.run_id is None:
             _LIVE_HERE.add(self.token)
@@ -487,7 +486,6 @@ class MLflowTracker:
                               tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     def _log(self, metrics: dict[str, float], step: int) -> None:
-
         ts = int(time.time() * 1000)
         self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, step) for k, v in _finite(metrics).items()])
 

@@ -174,7 +174,6 @@ def _layout(spec: PathSpec) -> _FolderLayout:
 
 
 def _image_header(path: str) -> tuple[tuple[int, int], bool]:
-
     try:
         with Image.open(path) as im:
             return im.size, im.mode in _GREY_MODES

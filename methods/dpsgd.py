@@ -169,7 +169,6 @@ class DPSGD(SubsampledGaussianMethod):
                 "gradient moves the sum by at most 2C when it is sampled (THEORY.md, 'Neighbouring relations')")
 
     def prepare(self, model: nn.Module, optimizer: torch.optim.Optimizer, setup: TrainingSetup):
-
         from opacus.grad_sample.utils import prepare_module
         from opacus.optimizers import get_optimizer_class
         from opacus.validators import ModuleValidator
@@ -200,7 +199,6 @@ class DPSGD(SubsampledGaussianMethod):
         generator = self._noise_generator()
         expected = max(1, round(spec.sampling_rate * setup.train_size))
         if mode == "bk":
-
             self._bk = BookKeeping(model, self.options["max_grad_norm"])
             return model, BKOptimizer(optimizer, noise_multiplier=cal.noise["noise_multiplier"],
                                       max_grad_norm=self.options["max_grad_norm"], expected_batch_size=expected,
@@ -233,7 +231,6 @@ class DPSGD(SubsampledGaussianMethod):
             self._noise_source = "torchcsprng /dev/urandom"
             return csprng.create_random_device_generator("/dev/urandom")
         except ImportError:
-
             self._noise_source = "torch generator seeded from /dev/urandom (torchcsprng not installed: not a CSPRNG)"
             return torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
 

@@ -543,7 +543,6 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
         return f"{float(lb):.2f} (ceiling {float(ceiling):.2f}); mu >= {float(mu):.2f}"
 
     for a in audits.sort_values(["dataset", "method", "epsilon", "model", "audit_mode"]).itertuples():
-
         claimed = float(a.epsilon)
         best = max((float(v) for v in (a.best_black_box, a.best_white_box) if not pd.isna(v)), default=math.nan)
         decides = a.decides_white_box if (pd.isna(a.best_black_box) or (not pd.isna(a.best_white_box)
@@ -866,7 +865,6 @@ def _html_table_with_titles(df: pd.DataFrame, titles: dict[str, pd.Series], *, s
 
 
 def _escape(text: str) -> str:
-
     return html.escape(text, quote=False)
 
 

@@ -242,11 +242,9 @@ class MechanismStore:
     leaderboard joins it to the rows of the same method, (epsilon, delta, q, T) and neighbouring relation."""
 
     def __init__(self, tracking_uri: str | None, experiment: str):
-
         self.client, self.experiment_id = open_store(tracking_uri, experiment)
 
     def log(self, row: dict[str, Any], config) -> str:
-
         tags = {names.TAG_KIND: names.KIND_MECHANISM_AUDIT, names.TAG_METHOD: row["method"],
                 names.TAG_DATASET: row["dataset"], names.TAG_PRESET: row["preset"],
                 names.TAG_PRIVACY_ADJACENCY: row["adjacency"], names.TAG_MECHANISM_RELEASE: row["release"],

@@ -271,7 +271,6 @@ def check_canary_inputs(canary_kind: str, config: RunConfig, method) -> None:
 
 
 def _check_dense(model: str) -> None:
-
     if not MODELS.get(model).dense_input:
         raise ConfigError(f"score 'exclusive_weight_change' is not allowed for model {model!r}: its first layer is a "
                           "convolution, whose weights every image moves; it needs a model whose first layer is dense "

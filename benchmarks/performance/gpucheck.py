@@ -113,7 +113,6 @@ def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup
     on_gpu = dev.startswith("cuda")
     bar = None
     if progress:
-
         bar = tqdm(total=len(jobs), desc="gpu-check", unit="config", leave=False)
     rows: list[dict[str, Any]] = []
     result = {

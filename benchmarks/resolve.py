@@ -139,6 +139,7 @@ def resolve_all(configs: Iterable[RunConfig]) -> list[ResolvedRun]:
         out.append(resolve(c, _calibration=seen[key]))
     return out
 
+
 def with_checked_data(config: RunConfig) -> RunConfig:
     """The configuration with its data's content fingerprint, after every check that needs the data: labels in
     range, ``--holdout`` below the training split, delta below 1/n for the n the run trains on. Cached by the files'

@@ -278,7 +278,6 @@ def check_audits(study: Study, runs: Sequence[ResolvedRun]) -> None:
     needs input coordinates of its own that are blank in every training example (MNIST at 60,000 examples leaves 67;
     Fashion-MNIST none). Otherwise a study would stop at its first such audit, after its whole first round."""
 
-
     free: dict[tuple, int] = {}
     for plan in study.audits:
         if plan.canary_kind != "exclusive_support":
@@ -359,9 +358,6 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
     """The part's per-step methods timed interleaved against the reference (``bench speed``), logged as its own
     run with each method's median ratio and the quartiles of its paired per-step ratios; False when the store has
     it already. Its contention is recorded as a training run's is, and a contended one is not used for a ratio."""
-
-
-
 
     mlflow_client, exp = open_store(tracking_uri, study.name)
     key = speed_key(part, perf)

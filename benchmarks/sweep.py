@@ -134,7 +134,6 @@ def expand(*, methods: Sequence[str], dataset: str, preset: str, epsilons: Seque
     return configs
 
 
-
 @dataclass
 class RunSummary:
     """What one configuration of a sweep came to, wherever it ran."""
@@ -171,9 +170,7 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
     # a store it cannot use is refused before the data are read; a study's runs are nested under its parent run
     tracker = MLflowTracker(tracking_uri, experiment,
                             extra_tags={names.TAG_PARENT_RUN: parent_run_id} if parent_run_id else None)
-    if not isinstance(run, ResolvedRun):
-        raise TypeError(NOT_RESOLVED.format(where="run_configuration", got=type(run).__name__))
-    r = run
+    r = run  # a resolution: run_sweep, the only caller, refused anything else before shipping it
     if not r.config.data_fingerprint:  # a remote worker: the data are read where the run happens
         r = r.with_config(with_checked_data(r.config))
     marked = 0
@@ -191,7 +188,6 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
     finally:
         tracker.release()
     return RunSummary(r.config, "ran", dict(result.metrics), marked)
-
 
 
 def mark_lost_run(run: ResolvedRun, error: str, *, tracking_uri: str | None, experiment: str,
@@ -212,7 +208,6 @@ def mark_lost_run(run: ResolvedRun, error: str, *, tracking_uri: str | None, exp
 def sweep_run(runs: Sequence[ResolvedRun], *, tracking_uri: str | None, experiment: str) -> str:
     """A ``bench run`` sweep's parent run (kind ``sweep``), keyed by its set of configurations: the same sweep run
     again nests under the same parent; its name says what it holds."""
-
 
     keys = sorted(r.config.replace(data_fingerprint="").key() for r in runs)
     digest = hashlib.sha256("\n".join(keys).encode()).hexdigest()[:12]

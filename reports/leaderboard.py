@@ -50,7 +50,6 @@ def paper_results() -> pd.DataFrame:
 def load_runs(tracking_uri: str | None = None, experiment: str = "inputdp") -> pd.DataFrame:
     """Every FINISHED run of the experiment as one row (MLflow ``search_runs`` into pandas)."""
 
-
     uri = tracking_uri or default_tracking_uri()
     if open_store(uri, experiment, create=False)[1] is None:
         return pd.DataFrame()
@@ -531,6 +530,7 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
     if audits is None or audits.empty:
         return pd.DataFrame()
     rows = []
+
     def cell(a, threat: str) -> str:
         lb, ceiling = getattr(a, f"lb_{threat}"), getattr(a, f"ceiling_{threat}")
         return "" if pd.isna(lb) else f"{float(lb):.2f} (ceiling {float(ceiling):.2f})"

@@ -42,6 +42,7 @@ def test_parallel_runs_are_bit_identical_to_serial_ones_on_the_same_threads(tmp_
     parallel = run_sweep(check_feasible(configs), tracking_uri=f"sqlite:///{tmp_path / 'parallel.db'}", perf=one_thread,
                          executor_options={"workers": 2})
     assert [r.config.method for r in parallel.ran] == ["dpsgd", "dirichlet_softmax", "nonprivate"]  # sweep order
+
     def results(outcome):
         return [{k: v for k, v in r.metrics.items() if not any(t in k for t in NOT_RESULTS)} for r in outcome.ran]
 

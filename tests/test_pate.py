@@ -175,6 +175,7 @@ def test_pate_smoke_run():
 
     class Epochs:  # what the store receives per phase
         seen: list = []
+
         def on_start(self, config, params, tags): ...
         def on_epoch(self, epoch, metrics): self.seen.append((epoch, metrics))
         def on_end(self, metrics, status): ...

@@ -291,7 +291,6 @@ def test_too_many_expected_releases_are_refused():
         pe.per_example_epsilon(pe.gaussian_pair(1.0), q=0.5, steps=4000, delta=1e-5)
 
 
-
 @pytest.mark.parametrize("method", [DirichletSoftmax, GaussianPenultimate])
 def test_a_papers_accountant_beyond_the_per_example_limit_still_runs_and_says_the_bound_is_not_evaluated(method):
     """q*T = 5000 expected releases: the paper's accountant calibrates; the vectors' bound is absent, not made up."""
@@ -304,6 +303,7 @@ def test_a_papers_accountant_beyond_the_per_example_limit_still_runs_and_says_th
     assert "epsilon_vectors_lb" not in claim.as_metrics()
 
 # --- what a run and the CLI report --------------------------------------------------------------------------------------
+
 
 @pytest.mark.parametrize("method", [DirichletSoftmax, GaussianPenultimate])
 def test_each_accountant_reports_the_vectors_lower_bound(method):

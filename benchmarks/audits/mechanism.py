@@ -217,7 +217,6 @@ def write_table(rows: list[dict[str, Any]], folder: str, *, append: bool = False
     needs) and mechanism_summary.md (per release and noise over the seeds); ``append`` keeps the rows already there
     that this run did not measure again."""
 
-
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)

@@ -78,5 +78,4 @@ class Run:
     def add_arguments(p: argparse.ArgumentParser) -> None:
         add_run_flags(p)
 
-
     run = staticmethod(cmd_run)

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from inputdp.benchmarks.cli import main
@@ -447,6 +447,8 @@ _steps = st.one_of(st.integers(min_value=-5, max_value=10**13), st.sampled_from(
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@example(method="dpsgd", epsilon="0.5", delta="0.5", q="0.5", steps="1000")  # found by CI: 2.7 s before the RDP
+# series stopped each order at its own term (q = 1/2: polynomial decay), 0.15 s after
 @given(method=st.sampled_from(["dirichlet_softmax", "dpsgd", "gaussian_penultimate", "pate", "nonprivate"]),
        epsilon=st.one_of(_numbers, _text), delta=st.one_of(_numbers, _text), q=st.one_of(_numbers, _text),
        steps=st.one_of(_steps, _text))

@@ -43,32 +43,52 @@ def _signed_log_sum(log_terms: np.ndarray, signs: np.ndarray) -> np.ndarray:
         return np.log(np.maximum(total, 0.0)) + m[:, 0]
 
 
+def _frac_terms(q: float, sigma: float, z0: float, alphas: np.ndarray, start: int, stop_at: int):
+    """Columns start..stop_at-1 of the two-sided series for each order: (log s0, log s1, signs, stops)."""
+    i = np.arange(start, stop_at, dtype=np.float64)[None, :]
+    a = alphas[:, None]
+    coef = special.binom(a, i)
+    with np.errstate(divide="ignore"):
+        log_coef = np.log(np.abs(coef))
+    j = a - i
+    log_t0 = log_coef + i * math.log(q) + j * math.log1p(-q)
+    log_t1 = log_coef + j * math.log(q) + i * math.log1p(-q)
+    log_e0 = math.log(0.5) + math.log(2) + special.log_ndtr(-((i - z0) / (math.sqrt(2) * sigma)) * 2**0.5)
+    log_e1 = math.log(0.5) + math.log(2) + special.log_ndtr(-((z0 - j) / (math.sqrt(2) * sigma)) * 2**0.5)
+    log_s0 = log_t0 + (i * i - i) / (2 * sigma**2) + log_e0
+    log_s1 = log_t1 + (j * j - j) / (2 * sigma**2) + log_e1
+    return log_s0, log_s1, np.where(coef > 0, 1.0, -1.0), np.maximum(log_s0, log_s1) < -30
+
+
 def _log_a_frac(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
+    """Each order's series up to and including its first term below exp(-30) (Opacus' do-until loop).
+
+    The columns come in blocks of doubling width from 64, and an order leaves the computation at its own stopping
+    term. Where the terms decay only polynomially (q near 1/2, where the Gaussian tail and the sampling odds cancel)
+    an order near 1 needs some 10^4 terms and an order above 5 fewer than 100; at large sigma every order stops
+    within some 40 terms although the series' centre z0 lies far out. Computing every order to the longest one's
+    length, from a first width of z0 + 8 sigma, was most of a calibration's time (3 s at q = 0.5, T = 1000,
+    epsilon = 0.5; 28 s at q = 0.3, T = 10^5, epsilon = 0.05, delta = 0.05)."""
     z0 = sigma**2 * math.log(1 / q - 1) + 0.5
-    n = int(max(64, z0 + 8 * sigma + 64))
-    while True:
-        i = np.arange(n, dtype=np.float64)[None, :]
-        a = alphas[:, None]
-        coef = special.binom(a, i)
-        with np.errstate(divide="ignore"):
-            log_coef = np.log(np.abs(coef))
-        j = a - i
-        log_t0 = log_coef + i * math.log(q) + j * math.log1p(-q)
-        log_t1 = log_coef + j * math.log(q) + i * math.log1p(-q)
-        log_e0 = math.log(0.5) + math.log(2) + special.log_ndtr(-((i - z0) / (math.sqrt(2) * sigma)) * 2**0.5)
-        log_e1 = math.log(0.5) + math.log(2) + special.log_ndtr(-((z0 - j) / (math.sqrt(2) * sigma)) * 2**0.5)
-        log_s0 = log_t0 + (i * i - i) / (2 * sigma**2) + log_e0
-        log_s1 = log_t1 + (j * j - j) / (2 * sigma**2) + log_e1
-        stop = np.maximum(log_s0, log_s1) < -30
-        if stop.any(axis=1).all():
-            break
-        n *= 2
-    last = np.argmax(stop, axis=1)[:, None]  # Opacus' do-until loop includes the first term that stops it
-    keep = i <= last
-    signs = np.where(coef > 0, 1.0, -1.0) * keep
-    log_s0 = np.where(keep, log_s0, -np.inf)
-    log_s1 = np.where(keep, log_s1, -np.inf)
-    return np.logaddexp(_signed_log_sum(log_s0, signs), _signed_log_sum(log_s1, signs))
+    width = 64
+    active = np.arange(alphas.size)
+    blocks: list[list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = [[] for _ in range(alphas.size)]
+    start = 0
+    while active.size:
+        log_s0, log_s1, signs, stop = _frac_terms(q, sigma, z0, alphas[active], start, start + width)
+        done = stop.any(axis=1)
+        last = np.where(done, np.argmax(stop, axis=1), width - 1)
+        for row, order in enumerate(active):
+            keep = slice(0, last[row] + 1)
+            blocks[order].append((log_s0[row, keep], log_s1[row, keep], signs[row, keep]))
+        active = active[~done]
+        start += width
+        width *= 2
+    out = np.empty(alphas.size)
+    for order, parts in enumerate(blocks):
+        s0, s1, signs = (np.concatenate(column)[None, :] for column in zip(*parts))
+        out[order] = np.logaddexp(_signed_log_sum(s0, signs), _signed_log_sum(s1, signs))[0]
+    return out
 
 
 def subsampled_gaussian_rdp(q: float, sigma: float, alphas: np.ndarray) -> np.ndarray:
@@ -96,8 +116,7 @@ def gaussian_epsilon_rdp(*, noise_multiplier: float, sampling_rate: float, steps
 
     The integer orders are cheap and are computed first. A fractional order is computed only if its conversion term
     alone (its epsilon at zero RDP) is below the integer orders' epsilon: any other cannot give the minimum, so the
-    result is the same, and the fractional series, whose length grows as sigma^2 log(1/q), is never built where it
-    cannot matter (near the floor, at large sigma, it would take gigabytes).
+    result is the same, and the fractional series is never built where it cannot matter.
     """
     alphas = np.asarray(alphas, dtype=np.float64)
     rdp = np.full_like(alphas, np.inf)

@@ -239,3 +239,49 @@ def test_a_zero_bound_reports_the_largest_ceiling_of_its_family():
     out = bound_for_scores(rng.random(67), included, delta=1e-5, beta=0.05, n_tests=35, score="loss")
     ceilings = [epsilon_lower_bound(r=2 * k, v=2 * k, m=67, delta=1e-5, beta=0.05 / 35) for k in k_grid(67)]
     assert out.epsilon_lb == 0.0 and out.k == 33 and out.ceiling == pytest.approx(max(ceilings)) and out.ceiling > 2
+
+
+def test_an_audit_run_is_finished_only_with_its_bounds(tmp_path, monkeypatch):
+    """While the canaries are scored the audit's run stays RUNNING; a process stopped then leaves it KILLED, which a
+    resumed study audits again, never FINISHED without bounds (a study stopped during the scoring of an audit kept
+    one such run, and its leaderboard row showed no black-box bound). An audit that completes is FINISHED with its
+    bounds and the training's metrics."""
+    from inputdp.benchmarks import studies
+    from inputdp.benchmarks.audits import one_run
+    from inputdp.benchmarks.tracking import MLflowTracker
+    from inputdp.core import names
+
+    uri = f"sqlite:///{tmp_path / 'audits.db'}"
+    config = resolve(smoke_config("nonprivate", steps=10))
+
+    def tracker_for(key: str) -> MLflowTracker:
+        tracker = MLflowTracker(uri, "audits")
+        tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_CONFIG_KEY: key})
+        return tracker
+
+    seen, real = [], one_run.black_box_scores
+
+    def spy(*args, **kwargs):
+        seen.append(tracker.client.get_run(tracker.run_id).info.status)
+        return real(*args, **kwargs)
+
+    tracker = tracker_for("done")
+    monkeypatch.setattr(one_run, "black_box_scores", spy)
+    audit(config, canaries=20, canary_kind="random_pattern", perf=QUIET, tracker=tracker)
+    done = tracker.client.get_run(tracker.run_id)
+    assert seen == ["RUNNING"] and done.info.status == "FINISHED"
+    assert done.data.tags[names.TAG_CANARY_KIND] == "random_pattern"
+    assert {names.METRIC_EPSILON_LB, names.METRIC_FINAL_TEST_ACCURACY} <= set(done.data.metrics)
+    assert studies._finished(tracker.client, tracker.experiment_id, "done")
+
+    def stopped(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    tracker = tracker_for("stopped")
+    monkeypatch.setattr(one_run, "black_box_scores", stopped)
+    with pytest.raises(KeyboardInterrupt):
+        audit(config, canaries=20, canary_kind="random_pattern", perf=QUIET, tracker=tracker)
+    killed = tracker.client.get_run(tracker.run_id)
+    assert killed.info.status == "KILLED" and names.METRIC_EPSILON_LB not in killed.data.metrics
+    assert names.METRIC_FINAL_TEST_ACCURACY in killed.data.metrics  # the training it did is kept
+    assert not studies._finished(tracker.client, tracker.experiment_id, "stopped")

@@ -653,9 +653,50 @@ def audit(config: ResolvedRun, *, canaries: int = 1000, canary_kind: str = "rand
                                 train_examples=config.train_examples, test_examples=config.test_examples)
     made = make_canaries(canary_kind, data, canaries, config.seed, pattern_scale=pattern_scale)
     train = with_canaries(made)
-    result = run(r, perf, tracker, data=train, keep_model=True)
+    held = _HeldOpen(tracker) if tracker is not None else None
+    result = run(r, perf, held, data=train, keep_model=True)
+    try:
+        out = _score(r, made, result, scores, canary_kind=canary_kind, canaries=canaries, beta=beta,
+                     tracker=tracker)
+    except BaseException as error:
+        if held is not None:
+            held.end("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
+        raise
+    if held is not None:
+        held.end("FINISHED")
+    return out
+
+
+class _HeldOpen:
+    """The audit's tracker, with the training's FINISHED held back until the audit's bounds are logged: the run
+    stays RUNNING (its heartbeat beating) while the canaries are scored, so a process killed then leaves a run that
+    ends KILLED or is reaped, and a resumed study audits it again. Before, the run was FINISHED when training
+    ended, and a study stopped during the scoring kept a FINISHED audit without bounds, which it never redid."""
+
+    def __init__(self, tracker):
+        self.tracker, self.metrics = tracker, None
+        self.on_start, self.on_epoch = tracker.on_start, tracker.on_epoch  # the tracker's own, unchanged
+
+    def on_end(self, metrics, status) -> None:
+        if status == "FINISHED":
+            self.metrics = metrics
+        else:  # training failed: nothing to hold
+            self.tracker.on_end(metrics, status)
+
+    def end(self, status: str) -> None:
+        """End the held run: FINISHED with the training's final metrics once the bounds are logged, else as it
+        failed."""
+        if self.metrics is not None:
+            self.tracker.on_end(self.metrics, status)
+            self.metrics = None
+
+
+def _score(r: ResolvedRun, made: Canaries, result, scores: Sequence[str], *, canary_kind: str, canaries: int,
+           beta: float, tracker) -> AuditResult:
+    """Score the canaries on the trained model, bound epsilon from the scores, and log the bounds."""
+    config = r.config
     # score on a plain copy of the trained model: a method's wrapper (Opacus' per-sample hooks) stays out
-    model = model_for(config, train.info, result.norm).to(made.x.device)
+    model = model_for(config, made.base.info, result.norm).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
     values: dict[str, np.ndarray] = {}
     values.update(black_box_scores(model, made.x, made.y, made.x_ref, made.y_ref))

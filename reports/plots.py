@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import zlib
 from pathlib import Path
 
 import matplotlib
@@ -12,7 +13,15 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
 COLOURS = {"dirichlet_softmax": "tab:blue", "dpsgd": "tab:red", "gaussian_penultimate": "tab:green",
-           "pate": "tab:purple", "nonprivate": "black"}
+           "pate": "tab:purple", "nonprivate": "black", "dp_least_squares": "tab:brown",
+           "feature_perturbation": "tab:orange"}
+_SPARE = ("tab:cyan", "tab:olive", "tab:pink", "tab:gray")
+
+
+def colour(method: str) -> str:
+    """A method's colour in every plot: the built-in methods' own, a plug-in's one of the spare ones (by its name,
+    so the same in every report), never the next in matplotlib's cycle, which repeats the built-ins'."""
+    return COLOURS.get(method) or _SPARE[zlib.crc32(method.encode()) % len(_SPARE)]
 
 
 def _series(private: pd.DataFrame):
@@ -57,7 +66,7 @@ def accuracy_vs_epsilon(board: pd.DataFrame, path: Path, dataset: str) -> Path:
         for label, base, g in _series(private):
             shown, face = series_style(label, g)
             ax.errorbar(g["epsilon"], 100 * g["acc_mean"], yerr=100 * g["acc_std"], marker="o", capsize=4,
-                        label=shown, color=COLOURS.get(base), linestyle="--" if " [" in label else "-",
+                        label=shown, color=colour(str(base)), linestyle="--" if " [" in label else "-",
                         markerfacecolor=face)
         if ref_acc is not None:
             ax.axhline(100 * ref_acc, color="black", linestyle=":", linewidth=1, label=f"non-private ({100 * ref_acc:.2f}%)")
@@ -122,7 +131,11 @@ def time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
                                if ax is left and own_recipes else
                                "every run was timed while other work shared\nthe cores: no speed comparison"),
                     ha="center", va="center", transform=ax.transAxes)
-        ax.tick_params(axis="x", labelrotation=20)
+            ax.set_xticks([])
+            ax.set_yticks([])  # an empty panel says why; no axis of 0 to 1 that measures nothing
+        for tick in ax.get_xticklabels():  # a long variant's name ends under its own bar, not across its neighbours'
+            tick.set_rotation(25)
+            tick.set_horizontalalignment("right")
     preset = ", ".join(sorted(board["preset"].astype(str).unique()))
     fig.suptitle(f"{dataset} ({preset} preset): what each method costs in time")
     fig.tight_layout()
@@ -137,7 +150,7 @@ def _bars(ax, rows: pd.DataFrame, values: pd.Series, label, whiskers: bool = Fal
     if rows.empty:
         return
     base = rows["base"] if "base" in rows.columns else pd.Series(rows.index, index=rows.index)
-    colours = [COLOURS.get(str(b), "grey") for b in base]
+    colours = [colour(str(b)) for b in base]
     yerr = None
     if whiskers and {"speed_p25", "speed_p75"} <= set(rows.columns) and rows["speed_p25"].notna().any():
         lo, hi = (values - rows["speed_p25"]).clip(lower=0), (rows["speed_p75"] - values).clip(lower=0)

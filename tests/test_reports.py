@@ -404,3 +404,14 @@ def test_the_glance_tables_group_rows_by_what_the_claim_covers():
     md = "\n".join(_grouped_markdown(glance, covers))
     assert md.index("### Sound") < md.index("| dpsgd |") < md.index("### The non-private") < md.index("| nonprivate |")
     assert md.index("| nonprivate |") < md.index("### No guarantee") < md.index("| dirichlet_softmax |")
+
+
+def test_every_method_has_a_colour_of_its_own():
+    """Two methods never share a colour (dp_least_squares took matplotlib's next, Dirichlet's blue); a plug-in gets a
+    spare one, the same in every report."""
+    from inputdp.methods import METHODS
+    from inputdp.reports.plots import colour
+
+    built_in = [colour(m) for m in METHODS.names()]
+    assert len(set(built_in)) == len(built_in)
+    assert colour("my_method") == colour("my_method") and colour("my_method") not in built_in

@@ -1,5 +1,5 @@
 """The README's results, generated from the committed studies (reports/NAME/leaderboard.csv): one table per study,
-every row of its leaderboard. ``python -m inputdp.reports.summary README.md`` rewrites the block between the markers;
+a row per method, a column per epsilon, every row of its leaderboard. ``python -m inputdp.reports.summary README.md`` rewrites the block between the markers;
 tests/test_reports.py fails when the README's block differs from what the committed reports give."""
 
 from __future__ import annotations
@@ -27,24 +27,64 @@ def _eps(value: float) -> str:
     return "∞" if not math.isfinite(value) else f"{value:g}"
 
 
+#: the legend of every study's table, once above them
+LEGEND = ("Studies: one row per method, one column per epsilon; each cell is the test accuracy %, mean ± sd (seeds) · "
+          "the time as a multiple of non-private (per step, else per run) · the measured epsilon lower bounds, "
+          "black-box (predictions) / white-box (parameters); a part left out: no audit, no timing")
+
+
+def _claim(guarantee, verdicts: list[str]) -> str:
+    """Whether the row's claim covers the released model: yes; no (the claim says so); or no because an audit
+    refutes it (the groups of the leaderboard's glance table)."""
+    from inputdp.reports.leaderboard import SOUND, covers_model
+
+    says = "yes" if str(guarantee).lower() == "true" else "no"
+    if all(covers_model(says, v) == SOUND for v in verdicts):
+        return "yes"
+    refuted = any("refuted" in v and covers_model("yes", v) != SOUND for v in verdicts)
+    return "no, refuted" if refuted else "no"
+
+
+def _study_cell(r) -> str:
+    parts = [_cell(r.acc_mean, r.acc_std, int(r.seeds))]
+    time = _bound(getattr(r, "time_ratio_to_nonprivate", None), "×")
+    if time:
+        parts.append(time)
+    bounds = [_bound(getattr(r, "black_box_lb", None)), _bound(getattr(r, "white_box_lb", None))]
+    if any(bounds):
+        parts.append(" / ".join(b or "–" for b in bounds))
+    return " · ".join(parts)
+
+
 def study_table(folder: Path) -> list[str]:
-    """One study's rows: data set, model, method (recipe), epsilon, accuracy mean ± sd (seeds), both bounds."""
+    """One study's table: a row per (data set, preset, model, method, accountant), a column per epsilon; the
+    non-private reference in the title; sound rows first."""
     board = pd.read_csv(folder / "leaderboard.csv")
-    board = board.sort_values(["dataset", "preset", "method", "model", "epsilon"], kind="stable")
-    lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): test accuracy %, "
-             "mean ± sd (seeds); time as a multiple of non-private (per step, else per run); measured epsilon lower "
-             "bounds, black-box (predictions) and white-box (parameters)",
-             "", "| data set | preset | model | method | accountant | epsilon | accuracy | time | black-box lb | white-box lb |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
-    for r in board.itertuples():
-        accountant = getattr(r, "accountant", "")
-        accountant = "" if not isinstance(accountant, str) else accountant.split(" (")[0]  # its name, not its grid
-        lines.append(f"| {r.dataset} | {r.preset} | {r.model} | {r.method} | {accountant} | {_eps(float(r.epsilon))} | "
-                     f"{_cell(r.acc_mean, r.acc_std, int(r.seeds))} | "
-                     f"{_bound(getattr(r, 'time_ratio_to_nonprivate', None), '×')} | "
-                     f"{_bound(getattr(r, 'black_box_lb', None))} | "
-                     f"{_bound(getattr(r, 'white_box_lb', None))} |")
-    return lines
+    board["accountant"] = [a.split(" (")[0] if isinstance(a, str) else "" for a in board.get("accountant", "")]
+    private = board[[math.isfinite(float(e)) for e in board["epsilon"]]]
+    places = sorted({(r.dataset, r.preset) for r in board.itertuples()})
+    several = len(places) > 1
+    title = f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md))"
+    if not several:
+        title += f": {places[0][0]}, preset {places[0][1]}"
+    reference = board.drop(private.index)
+    if len(reference):
+        title += "; non-private " + ", ".join(
+            (f"{r.dataset} {r.preset} " if several else "") + _cell(r.acc_mean, r.acc_std, int(r.seeds))
+            for r in reference.itertuples())
+    epsilons = sorted({float(e) for e in private["epsilon"]})
+    head = (["data set, preset"] if several else []) + ["model", "method", "accountant", "guarantee for the model"]
+    lines = [title, "", "| " + " | ".join(head + [f"eps {_eps(e)}" for e in epsilons]) + " |",
+             "|---" * (len(head) + len(epsilons)) + "|"]
+    rows = []
+    for (dataset, preset, model, method, accountant), g in private.groupby(
+            ["dataset", "preset", "model", "method", "accountant"], sort=True):
+        claim = _claim(g["guarantee"].iloc[0], [str(v) for v in g["verdict"]])
+        cells = {float(r.epsilon): _study_cell(r) for r in g.itertuples()}
+        rows.append((claim != "yes", (f"| {dataset}, {preset} " if several else "") +
+                     f"| {model} | {method} | {accountant} | {claim} | " +
+                     " | ".join(cells.get(e, "") for e in epsilons) + " |"))
+    return lines + [row for _, row in sorted(rows, key=lambda x: x[0])]
 
 
 def mechanism_table(folder: Path) -> list[str]:
@@ -104,7 +144,7 @@ def _first_number(cell: str) -> float:
 def summary(reports: Path = ROOT) -> str:
     """Every committed study's table, in name order, between the markers; then the studies of model audits alone
     and the mechanism audits."""
-    parts = [BEGIN]
+    parts = [BEGIN, "", LEGEND]
     for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
         parts += ["", *study_table(folder)]
     for folder in sorted(p for p in reports.iterdir()

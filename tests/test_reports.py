@@ -304,10 +304,37 @@ def test_the_readme_results_are_the_committed_reports(tmp_path):
     copy.write_text(f"x\n{BEGIN}\n{END}\n")
     first = board.iloc[0]  # its cell, computed here from the csv's own columns
     cell = f"{100 * first['acc_mean']:.2f} ± {100 * first['acc_std']:.2f} ({int(first['seeds'])})"
-    assert rewrite(copy, reports) and f"| {cell} |" in copy.read_text()
+    assert rewrite(copy, reports) and f"| {cell} · " in copy.read_text()
     board.loc[0, "acc_mean"] = first["acc_mean"] - 0.05  # the report changes after the README was written
     board.to_csv(reports / "s" / "leaderboard.csv", index=False)
     assert summary(reports) not in copy.read_text()
+
+
+def test_a_studys_summary_is_a_row_per_method_and_a_column_per_epsilon(tmp_path):
+    """The README's compact table: the private rows pivoted on epsilon (each cell accuracy · time · both bounds), the
+    non-private reference in the title, sound rows before the rows whose claim does not cover the model."""
+    from inputdp.reports.summary import study_table
+
+    folder = tmp_path / "s"
+    folder.mkdir()
+    rows = [("nonprivate", "inf", 0.99, "False", "", ""),
+            ("dirichlet_softmax", 1, 0.98, "False", "not a guarantee: ...; claim refuted for the released model "
+             "(white-box 5.60 > 1, f-DP)", 5.6),
+            ("dirichlet_softmax", 4, 0.985, "False", "not a guarantee: ...; not refuted (ceiling 4.46)", 0.5),
+            ("dpsgd", 1, 0.96, "True", "not refuted (ceiling 4.46)", 0.0),
+            ("dpsgd", 4, 0.97, "True", "not refuted (ceiling 4.46)", 0.25)]
+    pd.DataFrame([dict(dataset="mnist", preset="cpu", model="small_cnn", method=m, epsilon=e, acc_mean=a,
+                       acc_std=0.001, seeds=3, guarantee=g, verdict=v, accountant="pld (grid)",
+                       time_ratio_to_nonprivate=1.5, black_box_lb=0.0 if wb != "" else None,
+                       white_box_lb=wb if wb != "" else None) for m, e, a, g, v, wb in rows]
+                 ).to_csv(folder / "leaderboard.csv", index=False)
+    lines = study_table(folder)
+    assert lines[0].endswith("mnist, preset cpu; non-private 99.00 ± 0.10 (3)")
+    assert lines[2] == "| model | method | accountant | guarantee for the model | eps 1 | eps 4 |"
+    body = lines[4:]
+    assert len(body) == 2 and body[0].startswith("| small_cnn | dpsgd | pld | yes |")
+    assert "| 96.00 ± 0.10 (3) · ×1.50 · 0.00 / 0.00 | 97.00 ± 0.10 (3) · ×1.50 · 0.00 / 0.25 |" in body[0]
+    assert body[1].startswith("| small_cnn | dirichlet_softmax | pld | no, refuted |")
 
 
 def _chromium() -> str | None:

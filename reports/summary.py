@@ -1,6 +1,7 @@
 """The README's results, generated from the committed studies (reports/NAME/leaderboard.csv): one table per study,
-a row per method, a column per epsilon, every row of its leaderboard. ``python -m inputdp.reports.summary README.md`` rewrites the block between the markers;
-tests/test_reports.py fails when the README's block differs from what the committed reports give."""
+a row per method, a column per epsilon, every row of its leaderboard. ``python -m inputdp.reports.summary README.md``
+rewrites the block between the markers; tests/test_reports.py fails when the README's block differs from what the
+committed reports give."""
 
 from __future__ import annotations
 

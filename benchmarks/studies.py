@@ -32,7 +32,7 @@ from .harness import load_average
 from .performance.speed import measure
 from .resolve import ResolvedRun, check_feasible, resolve
 from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep
-from .tracking import MLflowTracker, default_tracking_uri, is_alive, open_store, parent_run, runs_with_key, sqlite_path
+from .tracking import MLflowTracker, default_tracking_uri, is_alive, open_store, parent_run, reap, runs_with_key, sqlite_path
 
 #: the entry-point group installed packages use to add studies
 ENTRY_POINT_GROUP = "inputdp.studies"
@@ -190,6 +190,17 @@ def _finished(mlflow_client, exp: str, key: str) -> bool:
     return any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp, key))
 
 
+def audit_needed(mlflow_client, exp: str, key: str) -> bool:
+    """Whether a study must run the audit stored under ``key``: not when a FINISHED one exists, nor while a live
+    process runs it (another study on the same store); an unfinished one whose process is gone (killed, even by
+    SIGKILL, which leaves it RUNNING) is marked FAILED first, as a training run's claim does, and run again."""
+    runs = runs_with_key(mlflow_client, exp, key)
+    if any(r.info.status == "FINISHED" for r in runs):
+        return False
+    alive, _ = reap(mlflow_client, exp, runs)
+    return not alive
+
+
 def audit_key(r: ResolvedRun, plan: AuditPlan) -> str:
     """The store key of a one-run audit of ``r`` (what ``bench audit`` tags it with)."""
     return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}"
@@ -330,7 +341,7 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
         r = plan.of(r)  # the row's configuration, its data fingerprint included, on the audit's model
         tracker = MLflowTracker(tracking_uri, study.name)
         key = audit_key(r, plan)
-        if _finished(tracker.client, tracker.experiment_id, key):
+        if not audit_needed(tracker.client, tracker.experiment_id, key):
             continue
         tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: r.config.match_key(),
                                    names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}",

@@ -111,6 +111,37 @@ def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
         assert board["peak_memory_mb"].isna().all()  # the runs' own RSS is not attributable
 
 
+def test_a_study_reaps_an_audit_whose_process_died_and_leaves_a_live_one(tmp_path):
+    """An audit run left RUNNING by a process killed outright (SIGKILL) is marked FAILED and run again; one whose
+    process lives (its heartbeat fresh, on another host) is left to it; a FINISHED one is not run again."""
+    import socket
+    import subprocess
+    import time as clock
+
+    from inputdp.benchmarks.studies import audit_needed
+    from inputdp.benchmarks.tracking import open_store
+    from inputdp.core import names
+
+    c, exp = open_store(f"sqlite:///{tmp_path / 's.db'}", "s")
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    here = socket.gethostname()
+
+    def stored(key: str, **tags: str) -> str:
+        return c.create_run(exp, tags={names.TAG_CONFIG_KEY: key, **tags}).info.run_id
+
+    gone = stored("audit:a", **{names.TAG_HOST: here, names.TAG_PID: str(dead.pid),
+                                names.TAG_HEARTBEAT: f"{clock.time():.3f}"})
+    assert audit_needed(c, exp, "audit:a")
+    assert c.get_run(gone).info.status == "FAILED"
+    live = stored("audit:b", **{names.TAG_HOST: "another-host", names.TAG_PID: "1",
+                                names.TAG_HEARTBEAT: f"{clock.time():.3f}"})
+    assert not audit_needed(c, exp, "audit:b") and c.get_run(live).info.status == "RUNNING"
+    c.set_terminated(stored("audit:c"), status="FINISHED")
+    assert not audit_needed(c, exp, "audit:c")
+    assert audit_needed(c, exp, "audit:d")  # nothing stored
+
+
 def test_a_study_reads_its_data_where_it_is_told(tmp_path, capsys):
     """``--data-dir`` reaches every configuration (training, audits and speed); a folder without the data is refused
     in one line before any store exists."""

@@ -116,8 +116,7 @@ def time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
     _bars(left, step, step["time_ratio_to_nonprivate"], lambda v: f"×{v:.2f}", whiskers=True)
     left.axhline(1.0, color="black", linestyle=":", linewidth=1)
     left.set_ylabel("step time ÷ non-private step time")
-    interleaved = step["speed_source"].astype(str).str.startswith("interleaved").any() if len(step) else False
-    left.set_title("per step" + (" (interleaved; whiskers: quartiles)" if interleaved else " (sequential runs)"))
+    left.set_title("per step" + _step_sources(left, step))
     per_run = rows.groupby("method").agg(minutes=("median_run_time_s", "median"), base=("base", "first"))
     per_run = per_run.assign(minutes=per_run["minutes"] / 60).dropna().sort_values("minutes")
     ref = per_run["minutes"].get("nonprivate")
@@ -142,6 +141,20 @@ def time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def _step_sources(ax, step: pd.DataFrame) -> str:
+    """The per-step panel's title suffix; where interleaved ratios and sequential runs' epoch ratios share the panel
+    (a variant, such as DP-SGD at another relation, is not in the interleaved run), the latter's bars are hatched."""
+    interleaved = step["speed_source"].astype(str).str.startswith("interleaved").to_numpy() if len(step) else []
+    if not any(interleaved):
+        return " (sequential runs)"
+    if all(interleaved):
+        return " (interleaved; whiskers: quartiles)"
+    for bar, mixed in zip(ax.patches, interleaved):
+        if not mixed:
+            bar.set_hatch("//")
+    return " (interleaved, whiskers: quartiles;\nhatched: sequential runs' epochs)"
 
 
 def _bars(ax, rows: pd.DataFrame, values: pd.Series, label, whiskers: bool = False) -> None:

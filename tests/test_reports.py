@@ -442,3 +442,30 @@ def test_every_method_has_a_colour_of_its_own():
     built_in = [colour(m) for m in METHODS.names()]
     assert len(set(built_in)) == len(built_in)
     assert colour("my_method") == colour("my_method") and colour("my_method") not in built_in
+
+
+def test_a_per_step_panel_mixing_sources_hatches_the_sequential_bars():
+    """A variant (DP-SGD at replace_input) is not in the study's interleaved run: its bar in the per-step panel is
+    its runs' epoch ratio, hatched and named in the title, not drawn as one more interleaved ratio."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from inputdp.reports.plots import _bars, _step_sources
+
+    step = pd.DataFrame({"speed_source": ["interleaved, quartiles 1.0-1.0", "sequential runs",
+                                          "interleaved, quartiles 1.4-1.5"],
+                         "base": ["nonprivate", "dpsgd", "dpsgd"]},
+                        index=["nonprivate", "dpsgd [adjacency=replace_input]", "dpsgd"])
+    values = pd.Series([1.0, 1.28, 1.43], index=step.index)
+    fig, ax = plt.subplots()
+    _bars(ax, step, values, str)
+    assert "hatched: sequential" in _step_sources(ax, step)
+    assert [bool(b.get_hatch()) for b in ax.patches] == [False, True, False]
+    fig2, ax2 = plt.subplots()
+    _bars(ax2, step.iloc[[0, 2]], values.iloc[[0, 2]], str)
+    assert _step_sources(ax2, step.iloc[[0, 2]]) == " (interleaved; whiskers: quartiles)"
+    assert not any(b.get_hatch() for b in ax2.patches)
+    plt.close(fig)
+    plt.close(fig2)

@@ -32,7 +32,7 @@ from .harness import load_average
 from .performance.speed import measure
 from .resolve import ResolvedRun, check_feasible, resolve
 from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep
-from .tracking import MLflowTracker, default_tracking_uri, is_alive, open_store, parent_run, reap, runs_with_key, sqlite_path
+from .tracking import MLflowTracker, default_tracking_uri, is_alive, open_store, parent_run, run_name, runs_with_key, sqlite_path
 
 #: the entry-point group installed packages use to add studies
 ENTRY_POINT_GROUP = "inputdp.studies"
@@ -190,17 +190,6 @@ def _finished(mlflow_client, exp: str, key: str) -> bool:
     return any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp, key))
 
 
-def audit_needed(mlflow_client, exp: str, key: str) -> bool:
-    """Whether a study must run the audit stored under ``key``: not when a FINISHED one exists, nor while a live
-    process runs it (another study on the same store); an unfinished one whose process is gone (killed, even by
-    SIGKILL, which leaves it RUNNING) is marked FAILED first, as a training run's claim does, and run again."""
-    runs = runs_with_key(mlflow_client, exp, key)
-    if any(r.info.status == "FINISHED" for r in runs):
-        return False
-    alive, _ = reap(mlflow_client, exp, runs)
-    return not alive
-
-
 def audit_key(r: ResolvedRun, plan: AuditPlan) -> str:
     """The store key of a one-run audit of ``r`` (what ``bench audit`` tags it with)."""
     return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}"
@@ -341,13 +330,18 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
         r = plan.of(r)  # the row's configuration, its data fingerprint included, on the audit's model
         tracker = MLflowTracker(tracking_uri, study.name)
         key = audit_key(r, plan)
-        if not audit_needed(tracker.client, tracker.experiment_id, key):
+        # the training runs' claim: skipped when FINISHED or held by a live process (another study on the store); an
+        # unfinished run whose process is gone (even SIGKILLed, left RUNNING) is marked FAILED and the audit redone
+        if tracker.claim(key, names.AUDIT_RUN_PREFIX + run_name(r.config)).status != "claimed":
             continue
         tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: r.config.match_key(),
                                    names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}",
                                    names.TAG_PARENT_RUN: parent})
-        audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
-              scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
+        try:
+            audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
+                  scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
+        finally:
+            tracker.release()
         done.append(f"audit ({plan.label()}) of {_label(r)}")
     for part in study.parts:
         if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent,

@@ -112,17 +112,18 @@ def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
 
 
 def test_a_study_reaps_an_audit_whose_process_died_and_leaves_a_live_one(tmp_path):
-    """An audit run left RUNNING by a process killed outright (SIGKILL) is marked FAILED and run again; one whose
-    process lives (its heartbeat fresh, on another host) is left to it; a FINISHED one is not run again."""
+    """A study claims each audit as a training run is claimed: one left RUNNING by a process killed outright
+    (SIGKILL) is marked FAILED and run again; one whose process lives (its heartbeat fresh, on another host) is left
+    to it; a FINISHED one is not run again."""
     import socket
     import subprocess
     import time as clock
 
-    from inputdp.benchmarks.studies import audit_needed
-    from inputdp.benchmarks.tracking import open_store
+    from inputdp.benchmarks.tracking import MLflowTracker
     from inputdp.core import names
 
-    c, exp = open_store(f"sqlite:///{tmp_path / 's.db'}", "s")
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    c, exp = MLflowTracker(uri, "s").client, MLflowTracker(uri, "s").experiment_id
     dead = subprocess.Popen(["true"])
     dead.wait()
     here = socket.gethostname()
@@ -130,16 +131,22 @@ def test_a_study_reaps_an_audit_whose_process_died_and_leaves_a_live_one(tmp_pat
     def stored(key: str, **tags: str) -> str:
         return c.create_run(exp, tags={names.TAG_CONFIG_KEY: key, **tags}).info.run_id
 
+    def audit_needed(key: str) -> bool:
+        tracker = MLflowTracker(uri, "s")
+        needed = tracker.claim(key, "audit-x").status == "claimed"
+        tracker.release()  # the claim withdrawn: this test runs no audit
+        return needed
+
     gone = stored("audit:a", **{names.TAG_HOST: here, names.TAG_PID: str(dead.pid),
                                 names.TAG_HEARTBEAT: f"{clock.time():.3f}"})
-    assert audit_needed(c, exp, "audit:a")
+    assert audit_needed("audit:a")
     assert c.get_run(gone).info.status == "FAILED"
     live = stored("audit:b", **{names.TAG_HOST: "another-host", names.TAG_PID: "1",
                                 names.TAG_HEARTBEAT: f"{clock.time():.3f}"})
-    assert not audit_needed(c, exp, "audit:b") and c.get_run(live).info.status == "RUNNING"
+    assert not audit_needed("audit:b") and c.get_run(live).info.status == "RUNNING"
     c.set_terminated(stored("audit:c"), status="FINISHED")
-    assert not audit_needed(c, exp, "audit:c")
-    assert audit_needed(c, exp, "audit:d")  # nothing stored
+    assert not audit_needed("audit:c")
+    assert audit_needed("audit:d")  # nothing stored
 
 
 def test_a_study_reads_its_data_where_it_is_told(tmp_path, capsys):

@@ -123,7 +123,8 @@ def test_a_study_reaps_an_audit_whose_process_died_and_leaves_a_live_one(tmp_pat
     from inputdp.core import names
 
     uri = f"sqlite:///{tmp_path / 's.db'}"
-    c, exp = MLflowTracker(uri, "s").client, MLflowTracker(uri, "s").experiment_id
+    store = MLflowTracker(uri, "s")
+    c, exp = store.client, store.experiment_id
     dead = subprocess.Popen(["true"])
     dead.wait()
     here = socket.gethostname()

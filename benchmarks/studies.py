@@ -27,7 +27,7 @@ from inputdp.core.registry import Entry, Registry
 from inputdp.datasets import load_tensor_data
 from inputdp.methods import METHODS
 
-from .audits.one_run import audit, free_coordinates, resolve_scores
+from .audits.one_run import audit, design_suffix, free_coordinates, resolve_scores
 from .harness import load_average
 from .performance.speed import measure
 from .resolve import ResolvedRun, check_feasible, resolve
@@ -192,7 +192,7 @@ def _finished(mlflow_client, exp: str, key: str) -> bool:
 
 def audit_key(r: ResolvedRun, plan: AuditPlan) -> str:
     """The store key of a one-run audit of ``r`` (what ``bench audit`` tags it with)."""
-    return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}"
+    return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}{design_suffix(r)}"
 
 
 def audited(runs: Sequence[ResolvedRun]) -> list[ResolvedRun]:

@@ -25,6 +25,7 @@ from inputdp.benchmarks.harness import model_for
 from inputdp.benchmarks.models import build_model
 from inputdp.benchmarks.models.canary_inputs import CanaryInputs, extra_channels
 from inputdp.benchmarks.resolve import resolve
+from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import load_tensor_data
 
@@ -47,7 +48,7 @@ def test_each_canary_has_a_coordinate_of_its_own_and_the_data_none(small):
     coords = made.x[:, c:].flatten(1)
     assert torch.equal(coords[:, :m], torch.eye(m))  # canary j is 1 on coordinate j, 0 on every other
     assert coords[:, m:].abs().sum() == 0
-    train = with_canaries(made)
+    train = with_canaries(made, relation=RELATION_VALUES[ADD_REMOVE])
     assert train.train_size == small.train_size + int(made.included.sum())
 
 

@@ -46,6 +46,7 @@ from .one_run import (
     BETA,
     BLACK_BOX,
     PATTERN_SCALE,
+    audit_relation,
     black_box_scores,
     check_no_holdout,
     make_canaries,
@@ -195,7 +196,8 @@ def score_one_run(run_: ResolvedRun, *, spec: CanarySpec, included: dict[int, bo
                                 perf.resolve_device())
     inc = bool(included[config.seed])
     made = dataclasses.replace(made, included=np.array([inc]))
-    result = run(run_, perf, data=with_canaries(made), keep_model=True)
+    # without the canary: absent (add/remove) or its replacement in its slot (replace_input), as the claim's relation
+    result = run(run_, perf, data=with_canaries(made, relation=audit_relation(run_.claim)), keep_model=True)
     model = model_for(config, data.info, result.norm).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
     if spec.score in BLACK_BOX:
@@ -251,6 +253,8 @@ class MultiRunResult:
     median_test_accuracy: float
     scores: list[RunScore] = field(repr=False, default_factory=list)
     run_id: str | None = None
+    relation: str = "add_remove"  # the claim's relation, under which "with" and "without" were built
+    design: str = "absent"
 
     @property
     def threat(self) -> str:
@@ -266,6 +270,7 @@ class MultiRunResult:
                 names.METRIC_EPSILON_LB: self.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: self.ceiling,
                 "selection_half_bound": self.selection_bound, "wall_s": self.wall_s,
                 "median_test_accuracy": self.median_test_accuracy, "run_id": self.run_id,
+                "relation": self.relation, "design": self.design,
                 "per_run": [[r.seed, r.included, r.score] for r in self.scores]}
 
 
@@ -328,7 +333,8 @@ def multi_run_audit(config: ResolvedRun, *, runs: int, canary_kind: str, score: 
     out = MultiRunResult(config.method, config.privacy.epsilon, canary_kind, score, runs, rule, test,
                          test.bound(rule.side, delta=delta, beta=beta),
                          test.perfect().bound(rule.side, delta=delta, beta=beta), selection, runs - len(ok), wall,
-                         float(np.median([r.test_accuracy for r in ok])), ordered)
+                         float(np.median([r.test_accuracy for r in ok])), ordered,
+                         relation=audit_relation(resolution.claim).key, design=audit_relation(resolution.claim).excluded)
     if tracker is not None:
         _log(tracker, resolution, out)
         out.run_id = tracker.run_id
@@ -356,5 +362,6 @@ def _log(tracker, r: ResolvedRun, out: MultiRunResult) -> None:
                names.METRIC_AUDIT_SELECTION_BOUND: out.selection_bound, names.METRIC_AUDIT_WALL: out.wall_s,
                names.METRIC_FINAL_TEST_ACCURACY: out.median_test_accuracy}
     tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: out.score, names.TAG_CANARY_KIND: out.canary_kind,
-                                  names.TAG_AUDIT_MODE: "multi_run", names.TAG_AUDIT_SCORES: out.score})
+                                  names.TAG_AUDIT_MODE: "multi_run", names.TAG_AUDIT_SCORES: out.score,
+                                  names.TAG_AUDIT_RELATION: out.relation, names.TAG_AUDIT_DESIGN: out.design})
     tracker.on_end({}, "FINISHED")

@@ -31,6 +31,7 @@ from scipy import stats
 from torch import nn
 
 from inputdp.core import names
+from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES, REPLACED, Relation
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
@@ -130,6 +131,11 @@ class ScoreOutcome:
     fdp_epsilon_lb: float = 0.0
     fdp_ceiling: float = 0.0
     gdp_mu_lb: float = 0.0
+    #: False where the test's guesses could not depend on the run: every fixed guess on one side (a score above 0
+    #: for every canary, as when noise moves every parameter), or every score equal (the ranking is the index
+    #: order). Its count of right guesses is then the inclusion draw, Binomial(guesses, 1/2) whatever the mechanism,
+    #: and its ceiling is out of reach: the verdict says "no power" instead
+    power: bool = True
 
     @property
     def decides(self) -> str:
@@ -149,7 +155,7 @@ def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, 
     """The best bound over the k grid for one score, each test at level beta / n_tests (Bonferroni)."""
     m = len(scores)
     order = np.argsort(-scores, kind="stable")
-    best = ScoreOutcome(score, 0.0, 0.0, 0, 0, 0)
+    best = ScoreOutcome(score, 0.0, 0.0, 0, 0, 0, power=bool(np.ptp(scores) > 0) if m else False)
     fdp = (0.0, 0.0, 0.0)
     for k in k_grid(m):
         guessed_in, guessed_out = order[:k], order[-k:]
@@ -160,7 +166,7 @@ def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, 
         # the largest bound; among equal ones (all 0, say) the k with the largest ceiling, so that the ceiling
         # shown is the most this score could have shown
         if (lb, ceiling) > (best.epsilon_lb, best.ceiling) or best.k == 0:
-            best = ScoreOutcome(score, lb, ceiling, k, r, v)
+            best = ScoreOutcome(score, lb, ceiling, k, r, v, power=best.power)
         # the f-DP bounds of the same test, each the strongest over the grid (every test is in the family)
         fdp = tuple(max(a, b) for a, b in zip(fdp, fdp_bounds(r=r, v=v, m=m, delta=delta, level=beta / n_tests)))
     return dataclasses.replace(best, fdp_epsilon_lb=fdp[0], fdp_ceiling=fdp[1], gdp_mu_lb=fdp[2])
@@ -174,7 +180,8 @@ def bound_fixed_guesses(scores: np.ndarray, included: np.ndarray, *, delta: floa
     lb = epsilon_lower_bound(r=m, v=v, m=m, delta=delta, beta=beta / n_tests)
     ceiling = epsilon_lower_bound(r=m, v=m, m=m, delta=delta, beta=beta / n_tests)
     fdp = fdp_bounds(r=m, v=v, m=m, delta=delta, level=beta / n_tests)
-    return ScoreOutcome(score, lb, ceiling, m, m, v, *fdp)
+    guessed_in = int((scores > 0).sum())
+    return ScoreOutcome(score, lb, ceiling, m, m, v, *fdp, power=0 < guessed_in < m)
 
 
 #: each set of guesses is read by two analyses, Steinke et al.'s and the f-DP bound on the (epsilon, delta) curve, and
@@ -400,12 +407,43 @@ def _canary_inputs(data: TensorData, m: int, seed: int) -> Canaries:
     return Canaries(x, y, included, "canary_inputs", base)
 
 
-def with_canaries(canaries: Canaries) -> TensorData:
-    """The audit's training set: the base data with the canaries that are in (their draw) appended."""
+def replacements(canaries: Canaries) -> torch.Tensor:
+    """What an excluded canary's slot holds under a replace relation: the blank image with the canary's own label
+    (for ``canary_inputs`` the canary with its own coordinate zeroed, for ``exclusive_support`` with its own support
+    blanked: both are the blank image). Any input is a valid replacement under replace_input; the blank one is fixed
+    before the run and the same for every canary."""
+    x = canaries.x
+    blank = torch.tensor(blank_value(canaries.base.info), dtype=x.dtype, device=x.device).view(1, -1, 1, 1)
+    out = torch.zeros_like(x)
+    out[:, : blank.shape[1]] = blank
+    return out
+
+
+def with_canaries(canaries: Canaries, *, relation: Relation) -> TensorData:
+    """The audit's training set under the claim's relation (THEORY.md, "Auditing"): the base data with every canary
+    whose coin says "in" appended; an excluded canary is absent (add/remove) or holds its slot with its replacement,
+    its label kept (replace_input: n, every index and every label the same in both worlds)."""
     inc = torch.from_numpy(canaries.included).to(canaries.x.device)
     b = canaries.base
+    if relation.excluded == REPLACED:
+        x = torch.where(inc.view(-1, *([1] * (canaries.x.dim() - 1))), canaries.x, replacements(canaries))
+        return TensorData(b.info, torch.cat([b.x_train, x]), torch.cat([b.y_train, canaries.y]), b.x_test, b.y_test)
     return TensorData(b.info, torch.cat([b.x_train, canaries.x[inc]]), torch.cat([b.y_train, canaries.y[inc]]),
                       b.x_test, b.y_test)
+
+
+def design_suffix(r: ResolvedRun) -> str:
+    """What an audit's store key adds for its design: nothing for add/remove (the design every audit had before
+    the relation was read), ":replaced" for a replace relation, so an audit made with the absent design is never
+    taken for one under the claim's relation."""
+    return ":replaced" if audit_relation(r.claim).excluded == REPLACED else ""
+
+
+def audit_relation(claim) -> Relation:
+    """The relation an audit of a run with this claim builds its pairs under: the claim's own; a claim that names
+    none (a non-private reference) is audited as add/remove, membership being what any leak reveals first."""
+    rel = getattr(claim, "relation", None)
+    return rel if isinstance(rel, Relation) else RELATION_VALUES[ADD_REMOVE]
 
 
 # --- scores --------------------------------------------------------------------------------------------------
@@ -596,15 +634,37 @@ class AuditResult:
     run_id: str | None = None
     tests: int = 0  # the size of the Bonferroni family
     delta: float = 1e-5  # the claim's delta, at which every bound is stated
+    relation: str = ADD_REMOVE  # the claim's relation, under which the neighbouring pairs were built
+    design: str = "absent"  # how an excluded canary was represented (the relation's design)
 
     @property
     def best(self) -> ScoreOutcome:
         return max(self.outcomes, key=lambda o: o.epsilon_lb)
 
     def best_of(self, threat: str) -> ScoreOutcome | None:
-        """The strongest outcome among the black-box or the white-box scores (None if none was tried)."""
+        """The strongest outcome among the black-box or the white-box scores (None if none was tried); among equal
+        bounds one with power, and among those the largest ceiling."""
         pool = [o for o in self.outcomes if (o.score in BLACK_BOX) == (threat == "black_box")]
-        return max(pool, key=lambda o: o.epsilon_lb) if pool else None
+        return max(pool, key=lambda o: (o.epsilon_lb, o.power, o.ceiling)) if pool else None
+
+    def ceiling_of(self, threat: str) -> float:
+        """The largest ceiling among the threat model's tests that had power (0 where none had)."""
+        pool = [o for o in self.outcomes if (o.score in BLACK_BOX) == (threat == "black_box") and o.power]
+        return max((o.ceiling for o in pool), default=0.0)
+
+    def verdict(self) -> str:
+        """In four words, the relation named: refuted, not refuted (ceiling X), or no power (every test's guesses
+        were fixed on one side or its scores all equal). "Tight" is the mechanism audit's word."""
+        best = self.best
+        fdp = max(o.fdp_epsilon_lb for o in self.outcomes)
+        bound = max(best.epsilon_lb, fdp)
+        under = f"under {self.relation} ({self.design} design)"
+        if bound > self.epsilon_claimed:
+            return f"refuted {under}: {bound:.2f} > {self.epsilon_claimed:g}"
+        if not any(o.power for o in self.outcomes):
+            return f"no power {under}: every test's guesses were fixed on one side or its scores all equal"
+        ceiling = max(self.ceiling_of(t) for t in names.THREATS)
+        return f"not refuted (ceiling {ceiling:.2f}) {under}"
 
     def family(self) -> str:
         fixed = [o.score for o in self.outcomes if o.score in ONE_TEST]
@@ -622,13 +682,14 @@ class AuditResult:
             names.METRIC_EPSILON_LB_CEILING: b.ceiling, "canaries": self.canaries, "guesses": b.guesses, "correct": b.correct,
             "score": b.score, names.TAG_CANARY_KIND: self.canary_kind, names.METRIC_TEST_ACCURACY: self.test_accuracy, "k": b.k,
             "scope": self.scope, "run_id": self.run_id, "tests": self.tests, "family": self.family(),
+            "relation": self.relation, "design": self.design, "verdict": self.verdict(),
             "fdp_epsilon_lb": max(o.fdp_epsilon_lb for o in self.outcomes),
             "gdp_mu_lb": max(o.gdp_mu_lb for o in self.outcomes),
             "per_score": {o.score: {names.METRIC_EPSILON_LB: o.epsilon_lb, "ceiling": o.ceiling, "k": o.k, "guesses": o.guesses,
                                     "correct": o.correct, "fdp_epsilon_lb": o.fdp_epsilon_lb,
                                     "fdp_ceiling": o.fdp_ceiling, "gdp_mu_lb": o.gdp_mu_lb,
                                     "gdp_epsilon": fdp_bound.gdp_epsilon(o.gdp_mu_lb, self.delta),
-                                    "decides": o.decides} for o in self.outcomes},
+                                    "decides": o.decides, "power": o.power} for o in self.outcomes},
         }
 
 
@@ -652,12 +713,13 @@ def audit(config: ResolvedRun, *, canaries: int = 1000, canary_kind: str = "rand
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=perf.resolve_device(),
                                 train_examples=config.train_examples, test_examples=config.test_examples)
     made = make_canaries(canary_kind, data, canaries, config.seed, pattern_scale=pattern_scale)
-    train = with_canaries(made)
+    relation = audit_relation(r.claim)
+    train = with_canaries(made, relation=relation)
     held = _HeldOpen(tracker) if tracker is not None else None
     result = run(r, perf, held, data=train, keep_model=True)
     try:
         out = _score(r, made, result, scores, canary_kind=canary_kind, canaries=canaries, beta=beta,
-                     tracker=tracker)
+                     tracker=tracker, relation=relation)
     except BaseException as error:
         if held is not None:
             held.end("KILLED" if isinstance(error, KeyboardInterrupt) else "FAILED")
@@ -692,7 +754,7 @@ class _HeldOpen:
 
 
 def _score(r: ResolvedRun, made: Canaries, result, scores: Sequence[str], *, canary_kind: str, canaries: int,
-           beta: float, tracker) -> AuditResult:
+           beta: float, tracker, relation: Relation) -> AuditResult:
     """Score the canaries on the trained model, bound epsilon from the scores, and log the bounds."""
     config = r.config
     # score on a plain copy of the trained model: a method's wrapper (Opacus' per-sample hooks) stays out
@@ -709,7 +771,8 @@ def _score(r: ResolvedRun, made: Canaries, result, scores: Sequence[str], *, can
         values[s], made.included, delta=delta, beta=beta, n_tests=n_tests, score=s) for s in scores]
     out = AuditResult(config.method, config.privacy.epsilon, canary_kind, canaries,
                       result.metrics[names.METRIC_FINAL_TEST_ACCURACY], outcomes, result.claim.scope,
-                      getattr(tracker, "run_id", None), tests=n_tests, delta=delta)
+                      getattr(tracker, "run_id", None), tests=n_tests, delta=delta, relation=relation.key,
+                      design=relation.excluded)
     if tracker is not None and tracker.run_id is not None:
         _log_audit(tracker, out)
     return out
@@ -724,14 +787,17 @@ def _log_audit(tracker, out: AuditResult) -> None:
         o = out.best_of(threat)
         if o is not None:
             metrics[names.METRIC_THREAT_BOUND.format(threat)] = o.epsilon_lb
-            metrics[names.METRIC_THREAT_CEILING.format(threat)] = o.ceiling
+            metrics[names.METRIC_THREAT_CEILING.format(threat)] = out.ceiling_of(threat)
             pool = [p for p in out.outcomes if (p.score in BLACK_BOX) == (threat == "black_box")]
             metrics[names.METRIC_THREAT_FDP_BOUND.format(threat)] = max(p.fdp_epsilon_lb for p in pool)
-            metrics[names.METRIC_THREAT_FDP_CEILING.format(threat)] = max(p.fdp_ceiling for p in pool)
+            metrics[names.METRIC_THREAT_FDP_CEILING.format(threat)] = max((p.fdp_ceiling for p in pool if p.power),
+                                                                           default=0.0)
+            metrics[names.METRIC_THREAT_POWER.format(threat)] = float(any(p.power for p in pool))
             metrics[names.METRIC_THREAT_GDP_MU.format(threat)] = max(p.gdp_mu_lb for p in pool)
     for o in out.outcomes:
         metrics[names.METRIC_AUDIT_SCORE_BOUND.format(o.score)] = o.epsilon_lb
         metrics[names.METRIC_AUDIT_SCORE_CEILING.format(o.score)] = o.ceiling
     tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: out.canary_kind,
-                                  names.TAG_AUDIT_MODE: "one_run",
+                                  names.TAG_AUDIT_MODE: "one_run", names.TAG_AUDIT_RELATION: out.relation,
+                                  names.TAG_AUDIT_DESIGN: out.design,
                                   names.TAG_AUDIT_SCORES: ",".join(o.score for o in out.outcomes)})

@@ -22,7 +22,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from inputdp.core import names
     from inputdp.core.config import PerfFlags
 
-    from ..audits.one_run import BLACK_BOX, PATTERN_SCALE, audit
+    from ..audits.one_run import BLACK_BOX, PATTERN_SCALE, audit, design_suffix
 
     if args.mechanism:
         return _mechanism_audit(args)
@@ -53,7 +53,8 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if tracker is not None:
         tracker.extra_tags.update({
             names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
-            names.TAG_CONFIG_KEY: f"audit:{resolution.key()}:{args.canary_kind}:{args.canaries}:{scale:g}",
+            names.TAG_CONFIG_KEY: f"audit:{resolution.key()}:{args.canary_kind}:{args.canaries}:{scale:g}"
+                                  f"{design_suffix(resolution)}",
             names.TAG_PATTERN_SCALE: f"{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)
     result = audit(resolution, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,

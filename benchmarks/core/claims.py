@@ -19,6 +19,41 @@ RELATION_TEXT = {
     ADD_REMOVE: "add/remove one example",
     REPLACE_INPUT: "one input replaced, its label and membership public",
 }
+#: how an audit represents a canary that its coin left out: absent from the training set, or its slot kept (same
+#: index, same label, n unchanged) holding the canary's replacement
+ABSENT = "absent"
+REPLACED = "replaced"
+
+
+@dataclass(frozen=True)
+class Relation:
+    """A neighbouring relation as a value: what the claim's theorem is about, what it protects, and the audit design
+    that tests it. Steinke, Nasr & Jagielski's one-run theorem (and every multi-run test) needs each canary's
+    inclusion flip to be a pair of neighbours *under the claim's relation*: under add/remove an excluded canary is
+    absent; under replace_input it is replaced (its slot, index and label kept, its input swapped for a fixed
+    replacement), so that n and every other example are the same in both worlds (THEORY.md, "Auditing")."""
+
+    key: str
+    text: str
+    protects: str
+    excluded: str  # ABSENT or REPLACED: the audit design the relation asks for
+
+    def __str__(self) -> str:
+        return self.key
+
+
+RELATION_VALUES = {
+    ADD_REMOVE: Relation(ADD_REMOVE, RELATION_TEXT[ADD_REMOVE], "inputs and labels", ABSENT),
+    REPLACE_INPUT: Relation(REPLACE_INPUT, RELATION_TEXT[REPLACE_INPUT], "inputs", REPLACED),
+}
+
+
+def relation_named(name: str) -> Relation:
+    """The relation a key (``add_remove``) or its text names; a one-line error otherwise."""
+    for r in RELATION_VALUES.values():
+        if name in (r.key, r.text):
+            return r
+    raise ValueError(f"relation {name!r} is not known: choose one of {', '.join(RELATION_VALUES)}")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -57,6 +92,25 @@ class PrivacyClaim:
     vectors_epsilon_lb: float | None = None
     #: the epsilon the paper's accountant gives this noise, reported beside a claim computed otherwise
     paper_epsilon: float | None = None
+    #: where the noise comes from: secret (the OS's entropy, option ``secure_mode``) or seeded from the run's seed, in
+    #: which case the guarantee assumes a secret that the published seed is not (methods/noise.py); "" where unsaid
+    noise: str = ""
+    #: the neighbouring relation as a value (key or text accepted; derived from ``adjacency`` when that names one):
+    #: what the audits read to build their neighbouring pairs. None for a claim about no relation (no privacy)
+    relation: Relation | str | None = None
+
+    def __post_init__(self) -> None:
+        rel = self.relation
+        if rel is None and self.adjacency:
+            try:
+                rel = relation_named(self.adjacency)
+            except ValueError:
+                rel = None
+        elif isinstance(rel, str):
+            rel = relation_named(rel)
+        object.__setattr__(self, "relation", rel)
+        if rel is not None and not self.adjacency:
+            object.__setattr__(self, "adjacency", rel.text)
 
     def as_tags(self) -> dict[str, str]:
         return {
@@ -67,6 +121,8 @@ class PrivacyClaim:
             names.TAG_PRIVACY_ACCOUNTANT: self.accountant,
             names.TAG_PRIVACY_ADJACENCY: self.adjacency,
             names.TAG_PRIVACY_GUARANTEE: str(self.guarantee).lower(),
+            names.TAG_PRIVACY_NOISE: self.noise,
+            names.TAG_PRIVACY_RELATION: self.relation.key if isinstance(self.relation, Relation) else "",
         }
 
     def as_metrics(self) -> dict[str, float]:

@@ -53,6 +53,10 @@ TAG_PRIVACY_NEEDS_PUBLIC_DATA = "privacy.needs_public_data"
 TAG_PRIVACY_ACCOUNTANT = "privacy.accountant"  # which accountant computed the claimed epsilon
 TAG_PRIVACY_ADJACENCY = "privacy.adjacency"  # the neighbouring relation of that accountant's theorem
 TAG_PRIVACY_GUARANTEE = "privacy.guarantee"  # "false" where the epsilon is not a guarantee of any output
+TAG_PRIVACY_NOISE = "privacy.noise"  # secret (OS entropy) or seeded from the run's seed (PrivacyClaim.noise)
+TAG_PRIVACY_RELATION = "privacy.relation"  # the claim's neighbouring relation, as a key (add_remove, replace_input)
+TAG_AUDIT_RELATION = "audit_relation"  # the relation an audit's neighbouring pairs are built under (the claim's)
+TAG_AUDIT_DESIGN = "audit_design"  # how an excluded canary is represented: absent, or replaced in its slot
 TAG_STATUS_NOTE = "status_note"  # bookkeeping while a run is open ("started", why it was marked FAILED)
 #: the tags that only say who holds an open run: removed when it FINISHES (a failed or killed run keeps them, to
 #: say which process it was)
@@ -157,6 +161,10 @@ METRIC_THREAT_CEILING = "epsilon_lb_ceiling.{}"  # .format(threat): and its ceil
 METRIC_THREAT_FDP_BOUND = "epsilon_lb_fdp.{}"
 METRIC_THREAT_FDP_CEILING = "epsilon_lb_fdp_ceiling.{}"
 METRIC_THREAT_GDP_MU = "mu_lb_gdp.{}"
+#: .format(threat): 1 where at least one of the threat model's tests had power (its guesses could depend on the run),
+#: 0 where none had: a test whose every guess is on one side ("in" for all) counts the inclusion coins, whatever the
+#: mechanism, and its ceiling cannot be reached (THEORY.md, "Auditing")
+METRIC_THREAT_POWER = "audit_power.{}"
 #: the strongest bound among the scores of one threat model (black_box: outputs only; white_box: parameters),
 #: with its ceiling: ``epsilon_lb.black_box``, ``epsilon_lb_ceiling.white_box``, ...
 THREATS = ("black_box", "white_box")

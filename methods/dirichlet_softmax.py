@@ -29,6 +29,7 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from . import input_private_claims as claims
+from . import noise
 from .accounting import InfeasibleTarget, calibrate_parameter, dirichlet_epsilon
 from .accounting.per_example import (
     NoFiniteEpsilon,
@@ -67,16 +68,22 @@ def calibrate_r(*, epsilon: float, delta: float, sampling_rate: float, steps: in
 
 
 def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float,
-                  observe: Callable[[torch.Tensor], None] | None = None) -> torch.Tensor:
+                  observe: Callable[[torch.Tensor], None] | None = None,
+                  generator: torch.Generator | None = None) -> torch.Tensor:
     """Per-example -log p~_y with p~ ~ Dir(r * softmax(logits) + alpha), sampled by reparameterisation.
 
     A Dirichlet sample is a vector of independent Gamma(a_j, 1) draws divided by their sum, so
     -log p~_y = log(sum_j G_j) - log G_y; torch's Gamma ``rsample`` differentiates through the draws. ``observe``,
-    if given, receives the released vectors p~ (detached, one row per example).
+    if given, receives the released vectors p~ (detached, one row per example). ``generator``: None draws from the
+    run's seeded global stream (Gamma.rsample); a generator (secure_mode) is passed to ``torch._standard_gamma``, the
+    draw Gamma.rsample makes, with the same reparameterised gradient.
     """
     s = torch.softmax(logits.float(), dim=-1)  # the mechanism in float32, whatever the network computed in
     conc = r * s + alpha
-    g = Gamma(conc, conc.new_ones(()), validate_args=False).rsample()
+    if generator is None:
+        g = Gamma(conc, conc.new_ones(()), validate_args=False).rsample()
+    else:
+        g = torch._standard_gamma(conc, generator=generator)
     g = g.clamp_min(torch.finfo(g.dtype).tiny)
     if observe is not None:
         observe((g / g.sum(dim=1, keepdim=True)).detach())
@@ -86,7 +93,7 @@ def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float,
 class DirichletSoftmax(Method):
     name = "dirichlet_softmax"
     option_defaults = {"alpha": 3.0, "lr_rule": "fixed", "accountant": claims.PER_EXAMPLE,
-                       "adjacency": claims.AUTO}
+                       "adjacency": claims.AUTO, "secure_mode": False}
     #: the accountant makes another claim, and another noise: its own leaderboard row
     capabilities = Capabilities(variant_options=("accountant", "lr_rule"), releases_vectors=True)
     #: the accountants a run may choose (option ``accountant``); ``bench calibrate`` shows them side by side
@@ -105,6 +112,8 @@ class DirichletSoftmax(Method):
                               f"{', '.join(ACCOUNTANTS)}")
         self.adjacency = claims.resolve_adjacency(self.name, self.options["accountant"],
                                                        self.options["adjacency"])
+        noise.check_secure_mode(self.options["secure_mode"])
+        self._secret: dict[torch.device, torch.Generator] = {}  # secure_mode: one secret generator per device
 
     @property
     def alpha(self) -> float:
@@ -150,6 +159,7 @@ class DirichletSoftmax(Method):
             sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps, epsilon=cal.epsilon, delta=spec.delta,
             protects="inputs", accountant=accountant, adjacency=claims.ADJACENCY_TEXT[self.adjacency],
             guarantee=False, vectors_epsilon_lb=lower, paper_epsilon=cal.details["epsilon_paper_accountant"],
+            noise=noise.describe(self.options["secure_mode"], four_sums=False),
             scope=claims.scope(accountant=accountant, released="noisy softmax vectors", lower_bound=lower),
         )
 
@@ -172,4 +182,9 @@ class DirichletSoftmax(Method):
         return lr, {"lr_rule": self.options["lr_rule"], "lr_effective": lr * k, "kappa_at_0.9": k, "lr_used": lr}
 
     def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        return dirichlet_nll(logits, y, self.r, self.alpha, self.release_observer).mean()
+        generator = None
+        if self.options["secure_mode"]:
+            if logits.device not in self._secret:
+                self._secret[logits.device] = noise.torch_generator(0, secure=True, device=logits.device)
+            generator = self._secret[logits.device]
+        return dirichlet_nll(logits, y, self.r, self.alpha, self.release_observer, generator).mean()

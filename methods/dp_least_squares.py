@@ -19,6 +19,7 @@ from inputdp.core.claims import RELATION_TEXT, RELATIONS, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
+from . import noise
 from .accounting.calibration import InfeasibleTarget
 from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
 from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
@@ -55,7 +56,8 @@ class DPLeastSquares(Method):
     name = "dp_least_squares"
     #: psd and ridge 0.1: chosen on 5,000 held-out training examples at eps 1 and 2.93 among 22 (split, ridge, psd,
     #: pooled features) settings (reports/sound-input-private/README.md, "How the estimator was chosen")
-    option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "split": 0.5, "ridge": 0.1, "psd": True}
+    option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "split": 0.5, "ridge": 0.1, "psd": True,
+                       "secure_mode": False}
     capabilities = Capabilities(own_loop=True, variant_options=("adjacency", "ridge", "split", "psd"),
                                 fixed_features=True)
 
@@ -76,6 +78,7 @@ class DPLeastSquares(Method):
         if not isinstance(o["psd"], bool):
             raise ConfigError(f"psd={o['psd']!r} is not allowed: true (project the noisy X^T X onto the positive "
                               "semi-definite matrices before the ridge) or false")
+        noise.check_secure_mode(o["secure_mode"])
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         """One Gaussian release of (A, B) composed exactly: noise multipliers s_A, s_B with 1/s_A^2 = split/s^2,
@@ -100,7 +103,7 @@ class DPLeastSquares(Method):
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip": self.options["clip"]},
             epsilon=cal.epsilon, delta=spec.delta, protects="inputs" if relation == REPLACE_INPUT else "inputs and labels",
             accountant="analytic Gaussian (Balle & Wang 2018), the two releases composed exactly",
-            adjacency=RELATION_TEXT[relation],
+            adjacency=RELATION_TEXT[relation], noise=noise.describe(self.options["secure_mode"]),
             scope=("the released model and everything computed from it: one Gaussian release of X^T X and X^T Y of "
                    "clipped features of a fixed data-independent map, the classifier solved from them alone "
                    "(post-processing); the (q, T) of the matched spec are not used"),
@@ -119,10 +122,10 @@ class DPLeastSquares(Method):
         s_a, s_b = cal.details["noise_multiplier_xtx"], cal.details["noise_multiplier_xty"]
         a = x.T @ x
         b = x.T @ torch.nn.functional.one_hot(y, num_classes).to(x.dtype)
-        noise = torch.randn(a.shape, generator=generator, dtype=torch.float64).to(a.device) * (s_a * d_a)
-        upper = torch.triu(noise)
-        a = a + upper + torch.triu(noise, 1).T
-        b = b + torch.randn(b.shape, generator=generator, dtype=torch.float64).to(b.device) * (s_b * d_b)
+        secure = self.options["secure_mode"]
+        z = noise.standard_normal(a.shape, generator, secure=secure, dtype=torch.float64).to(a.device) * (s_a * d_a)
+        a = a + torch.triu(z) + torch.triu(z, 1).T
+        b = b + noise.standard_normal(b.shape, generator, secure=secure, dtype=torch.float64).to(b.device) * (s_b * d_b)
         return a, b
 
     def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
@@ -188,7 +191,7 @@ class DPLeastSquares(Method):
         features = feature_map(model)
         x = clipped_features(features, data.x_train, float(self.options["clip"]))
         context.report({}, phase="features")
-        g = torch.Generator().manual_seed(context.seed)
+        g = noise.torch_generator(context.seed, secure=self.options["secure_mode"])
         a, b = self.noisy_statistics(x, data.y_train, data.info.num_classes, g)
         weights = self.solve(a, b)
         context.report({}, phase="release_and_solve")

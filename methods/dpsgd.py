@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import copy
 import math
-import os
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -38,6 +37,7 @@ from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATIONS, REPLACE_IN
 from inputdp.core.errors import ConfigError
 from inputdp.methods.augment import random_crop_flip, shift
 
+from . import noise
 from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, PrivacyClaim, ReleaseTrials, TrainingSetup
 from .fast_clipping import BKOptimizer, BookKeeping
 from .subsampled_gaussian import SubsampledGaussianMethod
@@ -129,8 +129,7 @@ class DPSGD(SubsampledGaussianMethod):
             raise ConfigError(f"adjacency=replace_input is not allowed with accountant={o['accountant']}: it is an "
                               "add/remove theorem; use accountant=pld (dp_accounting's PLD under one input replaced)")
         self.relation = o["adjacency"]
-        if not isinstance(o["secure_mode"], bool):
-            raise ConfigError(f"secure_mode={o['secure_mode']!r} is not allowed: true or false")
+        noise.check_secure_mode(o["secure_mode"])
         if o["weight_standardisation"] and o["grad_sample_mode"] == "bk":
             raise ConfigError("weight_standardisation is not allowed with grad_sample_mode=bk: a standardised weight's "
                               "per-example gradient is not a product of the layer's input and output gradient; use "
@@ -157,7 +156,7 @@ class DPSGD(SubsampledGaussianMethod):
             epsilon=cal.epsilon, delta=spec.delta,
             protects="inputs and labels" if self.relation == ADD_REMOVE else "inputs",
             accountant=self.accountant_label(), adjacency=RELATION_TEXT[self.relation],
-            scope=self._scope(),
+            scope=self._scope(), noise=noise.describe(self.options["secure_mode"]),
         )
 
     def _scope(self) -> str:
@@ -225,14 +224,8 @@ class DPSGD(SubsampledGaussianMethod):
         if not self.options["secure_mode"]:
             self._noise_source = ""
             return None
-        try:
-            import torchcsprng as csprng  # type: ignore[import-not-found]
-
-            self._noise_source = "torchcsprng /dev/urandom"
-            return csprng.create_random_device_generator("/dev/urandom")
-        except ImportError:
-            self._noise_source = "torch generator seeded from /dev/urandom (torchcsprng not installed: not a CSPRNG)"
-            return torch.Generator().manual_seed(int.from_bytes(os.urandom(8), "little") >> 1)
+        self._noise_source = noise.secret_source()
+        return noise.torch_generator(0, secure=True)
 
     def unwrap(self, model: nn.Module) -> nn.Module:
         """Opacus' GradSampleModule keeps the user's model as ``_module``."""

@@ -17,6 +17,7 @@ from inputdp.core.claims import RELATION_TEXT, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
+from . import noise
 from .accounting.calibration import InfeasibleTarget
 from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
 from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
@@ -25,7 +26,7 @@ from .features import check_clip, clipped_features, feature_map, set_linear_head
 
 class FeaturePerturbation(Method):
     name = "feature_perturbation"
-    option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "ridge": 1.0}
+    option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "ridge": 1.0, "secure_mode": False}
     capabilities = Capabilities(own_loop=True, variant_options=("ridge",), fixed_features=True)
 
     def __init__(self, **options: Any):
@@ -39,6 +40,7 @@ class FeaturePerturbation(Method):
         ridge = o["ridge"]
         if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or not 0 <= ridge < float("inf"):
             raise ConfigError(f"ridge={ridge!r} is not allowed: lambda in units of C^2, a finite number >= 0")
+        noise.check_secure_mode(o["secure_mode"])
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         """One Gaussian release per example of sensitivity 2C (x replaced by x', both of norm <= C); examples are
@@ -58,7 +60,7 @@ class FeaturePerturbation(Method):
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip": self.options["clip"]},
             epsilon=cal.epsilon, delta=spec.delta, protects="inputs",
             accountant="analytic Gaussian (Balle & Wang 2018), sensitivity 2C, one release per example",
-            adjacency=RELATION_TEXT[REPLACE_INPUT],
+            adjacency=RELATION_TEXT[REPLACE_INPUT], noise=noise.describe(self.options["secure_mode"]),
             scope=("the released model and everything computed from it: each example's clipped features of a fixed "
                    "data-independent map released once with Gaussian noise, the classifier fitted on the noisy "
                    "copies and the public labels alone (post-processing); the (q, T) of the matched spec are not used"),
@@ -72,7 +74,8 @@ class FeaturePerturbation(Method):
         """The release: clipped rows ``x`` plus N(0, (sigma 2C)^2) per coordinate."""
         _, cal = self._need_calibration()
         std = cal.noise["noise_multiplier"] * 2.0 * float(self.options["clip"])
-        return x + torch.randn(x.shape, generator=generator, dtype=x.dtype).to(x.device) * std
+        z = noise.standard_normal(x.shape, generator, secure=self.options["secure_mode"], dtype=x.dtype)
+        return x + z.to(x.device) * std
 
     def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
                        progress: Callable[[str], None] | None = None) -> list[ReleaseTrials]:
@@ -92,7 +95,7 @@ class FeaturePerturbation(Method):
         model = context.new_model()
         clip = float(self.options["clip"])
         x = clipped_features(feature_map(model), data.x_train, clip)
-        released = self.noisy_features(x, torch.Generator().manual_seed(context.seed))
+        released = self.noisy_features(x, noise.torch_generator(context.seed, secure=self.options["secure_mode"]))
         del x  # nothing below reads the clean features
         context.report({}, phase="release")
         y = torch.nn.functional.one_hot(data.y_train, data.info.num_classes).to(released.dtype)

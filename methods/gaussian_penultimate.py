@@ -39,6 +39,7 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from . import input_private_claims as claims
+from . import noise
 from .accounting.calibration import InfeasibleTarget
 from .accounting.per_example import (
     NoFiniteEpsilon,
@@ -64,7 +65,8 @@ def clip_rows(h: torch.Tensor, clip_norm: float) -> torch.Tensor:
 class GaussianPenultimate(SubsampledGaussianMethod):
     name = "gaussian_penultimate"
     clip_option = "clip_norm"
-    option_defaults = {"clip_norm": 1.0, "accountant": claims.PER_EXAMPLE, "adjacency": claims.AUTO}
+    option_defaults = {"clip_norm": 1.0, "accountant": claims.PER_EXAMPLE, "adjacency": claims.AUTO,
+                       "secure_mode": False}
     accountants = (claims.PER_EXAMPLE, "rdp", "prv")
     #: the accountant makes another claim, and another noise: its own leaderboard row
     capabilities = Capabilities(variant_options=("accountant",), releases_vectors=True)
@@ -75,6 +77,8 @@ class GaussianPenultimate(SubsampledGaussianMethod):
                                                        self.options["adjacency"])
         self.feature_dim: int | None = None
         self._features = None  # the compiled feature extractor under --compile
+        noise.check_secure_mode(self.options["secure_mode"])
+        self._secret: dict[torch.device, torch.Generator] = {}  # secure_mode: one secret generator per device
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         q, steps, delta = spec.sampling_rate, spec.steps, spec.delta
@@ -123,7 +127,7 @@ class GaussianPenultimate(SubsampledGaussianMethod):
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip_norm": self.options["clip_norm"]},
             epsilon=cal.epsilon, delta=spec.delta, protects="inputs", accountant=accountant,
             adjacency=claims.ADJACENCY_TEXT[self.adjacency], guarantee=False, vectors_epsilon_lb=lower,
-            paper_epsilon=cal.details["epsilon_paper_accountant"],
+            paper_epsilon=cal.details["epsilon_paper_accountant"], noise=noise.describe(self.options["secure_mode"]),
             scope=claims.scope(accountant=accountant, released="clipped, noised penultimate feature vectors",
                                     lower_bound=lower, reference="DP-SGD's subsampled-Gaussian accountant"),
         )
@@ -146,7 +150,12 @@ class GaussianPenultimate(SubsampledGaussianMethod):
         with self.autocast(x):
             h = features(x)
         h = clip_rows(h.float(), c)
-        return h + torch.randn_like(h) * (self.sigma * c)
+        if not self.options["secure_mode"]:
+            return h + torch.randn_like(h) * (self.sigma * c)  # the run's seeded global stream
+        if h.device not in self._secret:
+            self._secret[h.device] = noise.torch_generator(0, secure=True, device=h.device)
+        g = self._secret[h.device]
+        return h + noise.standard_normal(h.shape, g, secure=True, dtype=h.dtype) * (self.sigma * c)
 
     def compile(self, model):
         """The step calls the feature extractor and the head apart: compile the extractor (the costly part)."""

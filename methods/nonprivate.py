@@ -7,6 +7,7 @@ import math
 from inputdp.core.config import PrivacySpec
 
 from .base import Calibration, Capabilities, Method, PrivacyClaim
+from .noise import NO_NOISE
 
 
 class NonPrivate(Method):
@@ -20,7 +21,7 @@ class NonPrivate(Method):
         spec, _ = self._need_calibration()
         return PrivacyClaim(
             mechanism="none", parameters={}, sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
-            epsilon=math.inf, delta=spec.delta, protects="nothing", guarantee=False,
+            epsilon=math.inf, delta=spec.delta, protects="nothing", guarantee=False, noise=NO_NOISE,
             scope="no guarantee: the reference for accuracy and speed at the same (q, T)",
         )
 

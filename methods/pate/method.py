@@ -40,6 +40,7 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value
 
+from .. import noise as noise_source
 from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon, rdp_to_epsilon_classic
 from ..base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from . import aggregators, analysis
@@ -79,6 +80,8 @@ class PATE(Method):
         # print (never log) the unsanitised data-dependent epsilon under both conversions, to compare with papers
         "research_report": False,
         "student": "supervised", "semi_epochs": 40, "semi_threshold": 0.95, "semi_weight": 1.0, "semi_ratio": 7,
+        # the votes' noise (and the sanitised epsilon's): secret from the OS's entropy, or seeded (methods/noise.py)
+        "secure_mode": False,
     }
     #: the smoothness of the smooth sensitivity, as a multiple of 1/order (Theorem 23 needs it below 1/2)
     SS_BETA_TIMES_ORDER = 0.4
@@ -106,6 +109,7 @@ class PATE(Method):
                 raise ConfigError(f"{k}={o[k]!r} is not allowed: it must be a finite number > 0")
         if o["ss_order"] != "auto" and not (isinstance(o["ss_order"], (int, float)) and 1 < o["ss_order"] < 1e4):
             raise ConfigError(f"ss_order={o['ss_order']!r} is not allowed: give 'auto' or an order in (1, 1e4)")
+        noise_source.check_secure_mode(o["secure_mode"])
         #: the sigmas as given; the calibrated ones live in ``calibration.noise``
         self.base_sigma1 = float(o["sigma1"]) if o["aggregator"] != "gnmax" else None
         self.base_sigma2 = float(o["sigma2"])
@@ -160,7 +164,7 @@ class PATE(Method):
             scope=("the student model and every released label: the private training set's inputs and labels "
                    "(data-independent bound over all queries, each a noised vote histogram: an aggregate); needs "
                    "public unlabeled inputs"),
-            needs_public_data=True,
+            needs_public_data=True, noise=noise_source.describe(self.options["secure_mode"], "numpy"),
         )
 
     def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
@@ -227,7 +231,7 @@ class PATE(Method):
         data-dependent epsilon, and the student on the answered queries; each phase reported to the harness."""
         o, data, device = self.options, context.data, context.device
         g = torch.Generator().manual_seed(context.seed)
-        rng = np.random.default_rng(context.seed)
+        rng = noise_source.numpy_generator(context.seed, secure=self.options["secure_mode"])  # every noisy vote's noise
         metrics: dict[str, float] = {}
         pool, x_eval, y_eval = self._public_split(data, device, metrics)
         ensemble, m = self._teachers(context, g, metrics)

@@ -117,3 +117,38 @@ def test_the_cli_refuses_a_non_boolean_secure_mode_before_any_store(tmp_path):
                                "--tracking-uri", f"sqlite:///{store}"])
     _assert_one_line(code, out, err, "secure_mode='maybe' is not allowed")
     assert not store.exists()
+
+
+class _Stop(Exception):
+    pass
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_pate_draws_its_votes_noise_from_the_generator_secure_mode_asks_for(secure, monkeypatch):
+    """PATE's fit takes its NumPy generator (every noisy vote's, and the sanitised epsilon's, noise) from
+    noise.numpy_generator with the run's seed and its secure_mode (a smoke run takes a minute: the wiring is checked,
+    the generator's secrecy is checked above)."""
+    from types import SimpleNamespace
+
+    import inputdp.methods.pate.method as pate
+
+    asked = []
+
+    def spy(seed, *, secure):
+        asked.append((seed, secure))
+        raise _Stop
+
+    monkeypatch.setattr(pate.noise_source, "numpy_generator", spy)
+    method = create_method("pate", {"secure_mode": secure})
+    method.calibrate(SPEC)
+    with pytest.raises(_Stop):
+        method.fit(SimpleNamespace(seed=11, data=None, device="cpu"))
+    assert asked == [(11, secure)]
+
+
+def test_dpsgd_takes_the_global_seeded_stream_or_a_secret_generator():
+    assert create_method("dpsgd")._noise_generator() is None
+    one, two = create_method("dpsgd", {"secure_mode": True}), create_method("dpsgd", {"secure_mode": True})
+    a, b = one._noise_generator(), two._noise_generator()
+    assert not torch.equal(torch.randn(50, generator=a), torch.randn(50, generator=b))
+    assert one.describe()["secure_noise"] == noise.secret_source()

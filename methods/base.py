@@ -35,22 +35,33 @@ if TYPE_CHECKING:
 
 
 #: thresholds of a mechanism audit's tests, in units of the claimed shift between the two worlds' scores: fixed
-#: before any trial (one test each, corrected together)
-AUDIT_THRESHOLDS = (-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5)
+#: before any trial (one test each, corrected together); the last ones read the tail, where the family-free bound lies
+AUDIT_THRESHOLDS = (-0.5, -0.25, 0.0, 0.25, 0.5, 0.75, 1.0, 1.25, 1.5, 2.0, 3.0)
 
 
-@dataclass
+@dataclass(frozen=True, kw_only=True)
 class ReleaseTrials:
     """One audited release of a method (what :meth:`Method.release_trials` returns): a score per trial in each
-    world of a worst-case pair of neighbours, the claim's mu (the release is a Gaussian mechanism, mu-GDP), and
-    the thresholds to test at, fixed before the trials ("in" guessed where the score is >= the threshold)."""
+    world of a worst-case pair of neighbours, the thresholds to test at, fixed before the trials ("in" guessed where
+    the score is >= the threshold), and what the claim composes, so that the audit can find the least noise the
+    claimed (epsilon, delta) allows without reading the code's own noise:
+
+    - ``event``: the run's whole privacy event as the claim's accountant composes it (a dp_accounting ``DpEvent``:
+      the run's q, T, queries), with *this* release's noise multiplier set to 1 and every other Gaussian of the run
+      in its fixed ratio to it;
+    - ``shift``: the pair's mu at noise multiplier 1 (the pair's distance in units of the release's sensitivity): at
+      noise multiplier s the claimed release of the pair is (shift / s)-GDP;
+    - ``event_relation``: the neighbouring relation the event is composed under (``replace_input``: dp_accounting's
+      REPLACE_ONE; ``add_remove`` where the sensitivity is already folded into the noise multiplier)."""
 
     release: str
     relation: str
     scores_in: Any
     scores_out: Any
-    mu_claim: float
+    event: Any
+    shift: float
     thresholds: tuple[float, ...]
+    event_relation: str = "add_remove"
 
 
 @dataclass

@@ -166,9 +166,13 @@ class DPLeastSquares(Method):
             s_out.append(score[~world.numpy()])
             if progress and (call + 1) % max(1, calls // 10) == 0:
                 progress(f"{self.name}: release {call + 1}/{calls}")
+        from dp_accounting import dp_event
+
+        # what the claim composes: one Gaussian release of the two statistics (their sensitivities folded into the
+        # noise multiplier, exact); shift 1 is the claim's sensitivity, which the worst pair reaches 0.88 of
         return [ReleaseTrials(release="one release of (X^T X, X^T Y)", relation=relation,
                               scores_in=np.concatenate(s_in), scores_out=np.concatenate(s_out),
-                              mu_claim=1.0 / claimed.noise["noise_multiplier"],
+                              event=dp_event.GaussianDpEvent(1.0), shift=1.0,
                               thresholds=tuple(t * mu_pair for t in AUDIT_THRESHOLDS))]
 
     def solve(self, a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:

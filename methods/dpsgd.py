@@ -305,7 +305,9 @@ class DPSGD(SubsampledGaussianMethod):
         """One step of this DP-SGD per trial (its own ``prepare`` and ``train_step``) on a linear model whose inputs
         are scaled basis vectors, so each canary's clipped gradient is a Dirac of norm exactly C in a weight column no
         other example touches (Nasr et al. 2023): ``columns`` trials a step, half the columns in each world (the
-        canary present / absent, or x / -x with its label kept); the step's parameter change is the release."""
+        canary present / absent, or x / -x with its label kept); the step's parameter change is the release. The
+        claim's event is the run's T Poisson-subsampled Gaussian steps at rate q under the run's relation; the pair's
+        shift is 1 (present / absent) or 2 (x / -x) in units of C."""
         spec, _ = self._need_calibration()
         clip = float(self.options["max_grad_norm"])
         torch.manual_seed(seed)
@@ -344,11 +346,15 @@ class DPSGD(SubsampledGaussianMethod):
             s_out.append(release[~world.numpy()])
             if progress and (step + 1) % max(1, steps // 10) == 0:
                 progress(f"{self.name}: step {step + 1}/{steps}")
+        from dp_accounting import dp_event
+
         shift = 2.0 if replace else 1.0
+        # what the claim composes: T Poisson-subsampled steps of a Gaussian of noise multiplier 1 (sensitivity C)
+        step = dp_event.PoissonSampledDpEvent(spec.sampling_rate, dp_event.GaussianDpEvent(1.0))
         return [ReleaseTrials(release=f"one step (grad_sample_mode={self.mode})", relation=self.relation,
                               scores_in=np.concatenate(s_in), scores_out=np.concatenate(s_out),
-                              mu_claim=shift / claimed.noise["noise_multiplier"],
-                              thresholds=tuple(t * shift for t in AUDIT_THRESHOLDS))]
+                              event=dp_event.SelfComposedDpEvent(step, spec.steps), shift=shift,
+                              event_relation=self.relation, thresholds=tuple(t * shift for t in AUDIT_THRESHOLDS))]
 
     def _bk_step(self, model, optimizer, x, y):
         """Book-keeping: one forward and one backward pass per group of rows give the clipped sum (fast_clipping.py);

@@ -86,9 +86,13 @@ class FeaturePerturbation(Method):
         x = torch.full((trials, 1), clip)
         r_in = (self.noisy_features(x, g)[:, 0] + clip) / (2 * clip)
         r_out = (self.noisy_features(-x, g)[:, 0] + clip) / (2 * clip)
+        from dp_accounting import dp_event
+
+        # what the claim composes: one Gaussian release of sensitivity 2C (folded into the noise multiplier); the
+        # pair C e_1 / -C e_1 reaches it: shift 1
         return [ReleaseTrials(release="one example's noisy features", relation=REPLACE_INPUT,
                               scores_in=r_in.numpy(), scores_out=r_out.numpy(),
-                              mu_claim=1.0 / claimed.noise["noise_multiplier"], thresholds=AUDIT_THRESHOLDS)]
+                              event=dp_event.GaussianDpEvent(1.0), shift=1.0, thresholds=AUDIT_THRESHOLDS)]
 
     def fit(self, context: FitContext) -> FitOutput:
         data = context.data

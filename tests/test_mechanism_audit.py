@@ -1,6 +1,9 @@
-"""Audits at the mechanism: each private method's own release, tight at its calibrated noise and refuted at half of
-it; the statistics checked against independent computations (scipy's exact binomial interval, dp_accounting's
-Gaussian PLD); the CLI's refusals before any store; the leaderboard's verdict from a real store."""
+"""Audits at the mechanism: each private method's own release against the least noise its claimed (epsilon, delta)
+allows at its (q, T, relation), found by an accountant that never reads the code's noise: refuted when the code's
+noise is 1.5x too small (given through the audit's noise scale, or by a method whose calibration disagrees with its
+claim), not tight when it is 1.3x too large, tight at the calibrated noise; the statistics checked against independent
+computations (scipy's exact binomial interval, dp_accounting's Gaussian PLD and RDP, the pure epsilon of Laplace
+noise); the CLI's refusals before any store; the leaderboard's verdict from a real store."""
 
 from __future__ import annotations
 
@@ -56,21 +59,169 @@ def test_scores_that_do_not_tell_the_worlds_apart_give_zero():
     assert b.mu_lb == 0.0 and b.epsilon_free == 0.0
 
 
-@pytest.mark.parametrize("method,options", [
-    ("dpsgd", {}), ("dpsgd", {"adjacency": "replace_input"}), ("dpsgd", {"grad_sample_mode": "bk"}),
-    ("dpsgd", {"grad_sample_mode": "functorch"}), ("dp_least_squares", {}),
-    ("dp_least_squares", {"adjacency": "add_remove"}), ("feature_perturbation", {}), ("pate", {}),
+TOO_LITTLE, TOO_MUCH = 1 / 1.5, 1.3  # the code's noise as a multiple of its calibrated (claimed) noise
+
+
+@pytest.mark.parametrize("mu", [0.25, 1.0, 3.0])
+def test_gdp_mu_is_the_gaussian_mechanism_that_meets_the_claim(mu):
+    """gdp_mu inverts dp_accounting's Gaussian PLD: the mechanism of noise 1 / gdp_mu(eps) is (eps, delta)-DP."""
+    from dp_accounting.pld import privacy_loss_distribution as pld
+
+    delta = 1e-5
+    eps = pld.from_gaussian_mechanism(standard_deviation=1.0 / mu, value_discretization_interval=1e-4
+                                      ).get_epsilon_for_delta(delta)
+    assert ma.gdp_mu(eps, delta) == pytest.approx(mu, rel=2e-3)
+    assert ma.gdp_delta(ma.gdp_mu(eps, delta), eps) == pytest.approx(delta, rel=1e-6)
+
+
+def test_gaussians_compose_exactly_as_dp_accountings_pld_says():
+    """The closed form for unsampled Gaussians (PATE's queries: two releases each, 50 times) is checked by the PLD of
+    the same event at the noise it finds."""
+    from dp_accounting import dp_event
+
+    event = dp_event.SelfComposedDpEvent(dp_event.ComposedDpEvent(
+        [dp_event.GaussianDpEvent(1 / math.sqrt(2)), dp_event.GaussianDpEvent(3.0)]), 50)
+    s, how = ma.allowed_noise(event, epsilon=2.0, delta=1e-5)
+    assert how.startswith("exact composition")
+    eps = ma.pld_epsilon(ma.scaled_event(event, s), delta=1e-5, relation="add_remove")
+    assert eps == pytest.approx(2.0, abs=5e-3)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("relation", ["add_remove", "replace_input"])
+def test_allowed_noise_of_a_subsampled_gaussian_meets_the_claim_and_no_less_does(relation):
+    """T Poisson-subsampled Gaussian steps (q = 0.02, T = 100): the PLD's epsilon at s_min is the claim, 1% less noise
+    exceeds it, and dp_accounting's RDP (an upper bound) at s_min is above the claim; the suite's own calibration
+    (PLD on a grid ten times coarser, pessimistic) lands at or just above s_min."""
+    from dp_accounting import dp_event
+    from dp_accounting.rdp import RdpAccountant
+
+    from inputdp.methods.accounting.pld import gaussian_noise_multiplier_pld
+
+    q, steps, eps, delta = 0.02, 100, 1.0, 1e-5
+    event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(1.0)), steps)
+    s, how = ma.allowed_noise(event, epsilon=eps, delta=delta, relation=relation)
+    assert how.startswith("dp_accounting PLD")
+    at = ma.pld_epsilon(ma.scaled_event(event, s), delta=delta, relation=relation)
+    assert at == pytest.approx(eps, abs=2e-3)
+    assert ma.pld_epsilon(ma.scaled_event(event, 0.99 * s), delta=delta, relation=relation) > eps
+    suite = gaussian_noise_multiplier_pld(epsilon=eps, delta=delta, sampling_rate=q, steps=steps, relation=relation)
+    assert s <= suite * (1 + 2e-4) and suite < 1.005 * s
+    if relation == "add_remove":
+        rdp = RdpAccountant()
+        rdp.compose(ma.scaled_event(event, s))
+        assert rdp.get_epsilon(delta) > eps
+
+
+def test_the_family_free_bound_is_sound_and_close_on_laplace_noise():
+    """Laplace noise of scale b on a shift of 1 is pure (1/b)-DP, exactly; b = 0.552 has the variance of a Gaussian
+    of noise 0.78. Over 10 seeds of 100,000 trials a world the family-free bound never exceeds 1/b = 1.81 and comes
+    within 15% of it; the Gaussian reading of the same trials, epsilon(mu_lb-GDP), says several times more (it
+    presumes a Gaussian release, which is why no verdict on a non-Gaussian release may use it)."""
+    b, delta = 0.552, 1e-5
+    grid = np.asarray(ma.THRESHOLDS)
+    free, gaussian = [], []
+    for seed in range(10):
+        rng = np.random.default_rng(seed)
+        r = ma.bounds(rng.laplace(1.0, b, 100_000), rng.laplace(0.0, b, 100_000), grid, delta=delta)
+        free.append(r.epsilon_free)
+        gaussian.append(ma.gdp_epsilon(r.mu_lb, delta))
+    assert max(free) <= 1 / b and min(free) > 0.85 / b, free
+    assert min(gaussian) > 3 / b, gaussian
+
+
+def test_every_trial_right_reaches_the_ceiling():
+    n = 5000
+    grid = np.asarray(ma.THRESHOLDS)
+    b = ma.bounds(np.full(n, 0.6), np.full(n, 0.4), grid, delta=1e-5)
+    mu, free = ma.ceilings(n, n, len(grid), delta=1e-5)
+    assert b.mu_lb == pytest.approx(mu) and b.epsilon_free == pytest.approx(free) and mu > 5
+
+
+def _audit(**kw) -> ma.MechanismAudit:
+    base = {"method": "m", "release": "r", "relation": "add_remove", "trials_per_world": 1000, "delta": 1e-5,
+            "run_epsilon": 1.0, "accountant": "a", "noise_allowed": 1.0, "mu_allowed": 1.0, "mu_lb": 0.95,
+            "mu_ceiling": 8.0, "epsilon_allowed": 4.1, "epsilon_gaussian": 3.9, "epsilon_free": 2.0,
+            "epsilon_free_ceiling": 12.0, "noise_scale": 1.0}
+    return ma.MechanismAudit(**{**base, **kw})
+
+
+def test_the_verdict_rules():
+    assert _audit().verdict == "tight to 0.95"
+    assert _audit(mu_lb=1.01).verdict == "refuted" and _audit(mu_lb=1.01).refuted_by == "mu-GDP"
+    family_free = _audit(mu_lb=0.5, epsilon_free=4.2)  # a non-Gaussian release: its tail alone refutes
+    assert family_free.verdict == "refuted" and family_free.refuted_by == "family-free"
+    assert _audit(mu_lb=0.89).verdict == "not refuted (0.89 of the claim's mu, ceiling 8.00)"
+    assert _audit(mu_lb=0.5, mu_ceiling=0.9, epsilon_free_ceiling=4.0).verdict == "no power"
+    assert _audit(mu_lb=0.95, mu_ceiling=0.96, epsilon_free_ceiling=4.0).verdict == "tight to 0.95"
+
+
+def test_a_release_with_too_little_noise_is_refuted_and_too_much_is_not_tight():
+    """feature_perturbation's own release at 400,000 trials a world: tight at its calibrated noise, refuted with
+    1/1.5 of it, and not tight (nor refuted) with 1.3 x; the allowed mu is the claim's (one Gaussian release), not
+    the code's noise."""
+    (right,) = ma.audit_mechanism("feature_perturbation", SPEC, {}, trials=400_000, seed=1)
+    (little,) = ma.audit_mechanism("feature_perturbation", SPEC, {}, trials=400_000, seed=2, noise_scale=TOO_LITTLE)
+    (much,) = ma.audit_mechanism("feature_perturbation", SPEC, {}, trials=400_000, seed=3, noise_scale=TOO_MUCH)
+    assert right.mu_allowed == little.mu_allowed == much.mu_allowed
+    assert right.epsilon_allowed == pytest.approx(right.run_epsilon, rel=1e-6)  # one release: the claim itself
+    assert right.verdict.startswith("tight to ") and 0.9 <= right.tightness <= 1.0, right.row()
+    assert little.verdict == "refuted" and little.tightness > 1.35, little.row()
+    assert much.verdict.startswith("not refuted (") and much.tightness < 1 / 1.3, much.row()
+
+
+def _noise_divided_by(cls, factor: float, monkeypatch):
+    """``cls`` calibrated as before, its noise then divided by ``factor``, its claimed epsilon kept: an implementation
+    whose sigma does not match its claim (which an audit that takes the claim's mu from the code's sigma reads tight)."""
+    from dataclasses import replace
+
+    original = cls.noise_for
+
+    def noise_for(self, spec):
+        cal = original(self, spec)
+        return replace(cal, noise={k: v / factor for k, v in cal.noise.items()},
+                       details={k: (v / factor if k.startswith("noise_multiplier") else v) for k, v in cal.details.items()})
+
+    monkeypatch.setattr(cls, "noise_for", noise_for)
+
+
+def test_a_method_whose_noise_does_not_match_its_claim_is_refuted(monkeypatch):
+    from inputdp.methods.feature_perturbation import FeaturePerturbation
+
+    _noise_divided_by(FeaturePerturbation, 1.5, monkeypatch)
+    (r,) = ma.audit_mechanism("feature_perturbation", SPEC, {}, trials=100_000, seed=5)
+    assert r.noise_scale == 1.0 and r.refuted and r.refuted_by.startswith("mu-GDP"), r.row()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("options", [{}, {"adjacency": "replace_input"}])
+def test_a_dpsgd_whose_noise_does_not_match_its_claim_is_refuted(options, monkeypatch):
+    from inputdp.methods.dpsgd import DPSGD
+
+    _noise_divided_by(DPSGD, 1.5, monkeypatch)
+    (r,) = ma.audit_mechanism("dpsgd", SPEC, options, trials=20_000, seed=5)
+    assert r.refuted and r.tightness > 1.3, r.row()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("method,options,epsilon,trials,tight", [
+    ("dpsgd", {}, 1, 50_000, True), ("dpsgd", {"adjacency": "replace_input"}, 1, 50_000, True),
+    ("dpsgd", {"grad_sample_mode": "bk"}, 1, 50_000, True), ("dpsgd", {"grad_sample_mode": "functorch"}, 1, 50_000, True),
+    ("dp_least_squares", {}, 8, 20_000, False), ("dp_least_squares", {"adjacency": "add_remove"}, 8, 20_000, True),
+    ("feature_perturbation", {}, 1, 400_000, True), ("pate", {}, 1, 400_000, True),
 ])
-def test_each_implementation_is_tight_at_its_noise_and_refuted_at_half_of_it(method, options):
-    tight = ma.audit_mechanism(method, SPEC, options, trials=50_000, seed=3)
-    for r in tight:
+def test_each_implementation_at_its_noise_and_off_it(method, options, epsilon, trials, tight):
+    """At the calibrated noise: not refuted, and tight where the pair reaches the claim's sensitivity (dp_least_squares'
+    worst pair under one input replaced reaches 0.88 of it: not tight, by design of the claim; at eps 8, where mu is
+    large enough for 20,000 trials to resolve it); with 1/1.5 of it: refuted; with 1.3 x: not tight."""
+    spec = PrivacySpec(epsilon=epsilon, delta=SPEC.delta, sampling_rate=SPEC.sampling_rate, steps=SPEC.steps)
+    for r in ma.audit_mechanism(method, spec, options, trials=trials, seed=3):
         assert not r.refuted, r.row()
-        assert r.tightness >= ma.TIGHT_FRACTION and r.verdict.startswith("tight"), r.row()
-        assert r.epsilon_free <= r.epsilon_claim  # the family-free bound: valid for any mechanism, so below too
-    halved = ma.audit_mechanism(method, SPEC, options, trials=50_000, seed=4, noise_scale=0.5)
-    for r in halved:
+        assert r.verdict.startswith("tight to ") == tight, r.row()
+    for r in ma.audit_mechanism(method, spec, options, trials=trials, seed=4, noise_scale=TOO_LITTLE):
         assert r.refuted and r.verdict == "refuted", r.row()
-        assert r.mu_lb > 1.4 * r.mu_claim  # half the noise: about twice the claim's mu (1.76 x for dp_least_squares)
+    for r in ma.audit_mechanism(method, spec, options, trials=trials, seed=5, noise_scale=TOO_MUCH):
+        assert not r.refuted and not r.verdict.startswith("tight"), r.row()
 
 
 def test_dpsgd_with_a_clipping_bug_is_refuted(monkeypatch):
@@ -153,8 +304,8 @@ def test_append_keeps_the_rows_not_measured_again(tmp_path):
     def rows(method: str, seeds, tightness: float):
         return [{"dataset": "mnist", "preset": "cpu", "method": method, "options": "", "release": "r",
                  "spec_epsilon": 1.0, "run_epsilon": 1.0, "delta": 1e-5, "noise_scale": 1.0,
-                 "trials_per_world": 1000, "seed": s, "mu_claim": 1.0, "mu_lb": tightness, "epsilon_claim": 4.0,
-                 "epsilon_empirical": 4.0 * tightness, "epsilon_free": 1.0, "tightness": tightness,
+                 "trials_per_world": 1000, "seed": s, "noise_allowed": 1.0, "mu_allowed": 1.0, "mu_lb": tightness,
+                 "tightness": tightness, "epsilon_allowed": 4.0, "epsilon_free": 1.0, "epsilon_gaussian": 3.8,
                  "verdict": f"tight to {tightness:.2f}"} for s in seeds]
 
     ma.write_table(rows("a", [0, 1], 0.9) + rows("b", [0], 0.8), str(tmp_path))
@@ -162,3 +313,7 @@ def test_append_keeps_the_rows_not_measured_again(tmp_path):
     df = pd.read_csv(tmp_path / "mechanism_audits.csv")
     assert len(df) == 3 and sorted(df[df["method"] == "b"]["tightness"]) == [0.95]
     assert "0.950 (0.950-0.950)" in (tmp_path / "mechanism_summary.md").read_text()
+    old = df.drop(columns=["mu_allowed"])  # the earlier audit's table: not mixed with this one's
+    old.to_csv(tmp_path / "mechanism_audits.csv", index=False)
+    with pytest.raises(ConfigError, match="is the earlier audit's"):
+        ma.write_table(rows("b", [0], 0.95), str(tmp_path), append=True)

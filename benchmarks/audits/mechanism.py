@@ -1,18 +1,37 @@
-"""Audits at the mechanism: a private method's own release code run on a worst-case pair of neighbours,
-many trials, an empirical epsilon set beside the claim of that release (THEORY.md, "Auditing", "At the mechanism").
+"""Audits at the mechanism: a private method's own release code run on a worst-case pair of neighbours, many trials,
+set against the least noise the run's claim allows (THEORY.md, "Auditing", "At the mechanism").
 
 A one-run audit of a trained model can only refute; it cannot show that an implementation adds no more noise than
 its accountant assumes (a DP-SGD with twice the noise reads 0.00 like the right one). Here the release is isolated:
 each method that has a mechanism audit implements ``release_trials`` (``inputdp.methods.base``), which runs its own
-code on a pair it constructs and returns a score per trial in each world; this module names no method.
+code on a pair it constructs and returns a score per trial in each world, with the event its claim composes; this
+module names no method.
 
-Every audited release is a Gaussian mechanism whose claim is mu-GDP (Dong, Roth & Su 2022) with mu = sensitivity /
-noise std. From the two worlds' scores, at each threshold of a grid fixed before the trials, the Clopper-Pearson upper
-bounds of the false-positive and false-negative rates give mu_lb = Phi^-1(1 - FPR+) - Phi^-1(FNR+) (corrected for the
-grid); a mu-GDP mechanism has mu >= mu_lb with confidence 1 - beta, so mu_lb > mu_claim refutes the claim. The
-empirical epsilon is the epsilon of mu_lb-GDP at the run's delta (the Gaussian family's conversion, as Nasr et al.
-2023), set beside the claimed release's epsilon: "tight to X" is their ratio. The family-free bound
-log((1 - delta - FNR+) / FPR+), valid for any mechanism, is shown too.
+What is compared. The run claims (epsilon, delta) at its (q, T, relation): its calibration's epsilon. Each audited
+release declares the run's whole privacy event with that release's noise multiplier set to 1 (``ReleaseTrials.event``:
+T Poisson-subsampled Gaussian steps at rate q, one Gaussian release, Q queries of two Gaussians) and the pair's shift.
+From these alone, never from the noise the code uses, an accountant of this module finds
+
+    s_min = min { s : the event, every noise multiplier times s, is (epsilon, delta)-DP },   mu_allowed = shift / s_min
+
+(the exact composition of Gaussians where the event is unsampled Gaussians alone, Dong, Roth & Su 2022; else
+dp_accounting's privacy-loss distribution): the largest mu a Gaussian release of the pair may have while the whole run
+stays within its claim. From the two worlds' scores, at each threshold t of a grid fixed before the trials, the
+Clopper-Pearson upper bounds FPR+ and FNR+ (each at beta / (2 x thresholds), so that every reading below holds at once
+with confidence 1 - beta) give
+
+    mu_lb        = max_t Phi^-1(1 - FPR+) - Phi^-1(FNR+)          no mu < mu_lb makes the release mu-GDP
+    epsilon_free = max_t log((1 - delta - FNR+) / FPR+)            the release is not (eps, delta)-DP for eps below it
+                   (and the same with the worlds exchanged)
+
+"refuted": mu_lb > mu_allowed (the release is not dominated by the Gaussian the claim allows; this holds whatever the
+code's noise family) or epsilon_free > epsilon_allowed, the (epsilon, delta) at the run's delta of one mu_allowed-GDP
+release (the release is not (epsilon_allowed, delta)-DP, which every release the claim allows is; it assumes nothing
+about the noise). "tight to X": X = mu_lb / mu_allowed >= TIGHT_FRACTION (a Gaussian release adds at most 1/X times the
+least noise its claim needs). "no power": every trial guessed right would not refute. Else "not refuted (X of the
+claim's mu, ceiling Y)", Y the largest X these trials could show. epsilon_gaussian = epsilon(mu_lb-GDP) at delta is
+the release's empirical epsilon *if the release is Gaussian* (Nasr et al. 2023's reading): a Laplace release of the
+claimed variance reads several times its true pure epsilon there, so no verdict uses it.
 """
 
 from __future__ import annotations
@@ -25,9 +44,10 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
-from scipy import stats
+from scipy import optimize, stats
 
 from inputdp.core import names
+from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import METHODS as METHOD_REGISTRY
@@ -38,70 +58,219 @@ from ..tracking import open_store
 from .fdp_bound import gdp_epsilon
 from .one_run import BETA
 
-#: the fraction of the claimed release's epsilon the empirical epsilon must reach for "tight"
-TIGHT_FRACTION = 0.7
+#: the fraction of the largest mu the claim allows that the release's mu_lb must reach for "tight"
+TIGHT_FRACTION = 0.9
 THRESHOLDS = AUDIT_THRESHOLDS
 DEFAULT_TRIALS = 400_000
+#: the privacy-loss grid of the allowed noise where the event is not Gaussians alone (a search on a grid ten times
+#: coarser brackets it first)
+PLD_INTERVAL = 1e-4
 
 
+# --- the least noise the claim allows ---------------------------------------------------------------------------
+def gdp_delta(mu: float, epsilon: float) -> float:
+    """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Dong, Roth & Su 2022, Corollary
+    2.13; e^eps Phi(.) in log space so that it does not overflow)."""
+    if mu <= 0:
+        return 0.0
+    tail = math.exp(min(epsilon + stats.norm.logcdf(-epsilon / mu - mu / 2), 700.0))
+    return max(0.0, float(stats.norm.cdf(-epsilon / mu + mu / 2) - tail))
+
+
+def gdp_mu(epsilon: float, delta: float) -> float:
+    """The largest mu whose mu-GDP is (epsilon, delta)-DP (delta(epsilon) grows with mu: the root of
+    gdp_delta(mu, epsilon) = delta)."""
+    high = 1.0
+    while gdp_delta(high, epsilon) < delta:
+        high *= 2.0
+    return float(optimize.brentq(lambda m: gdp_delta(m, epsilon) - delta, 1e-12, high, xtol=1e-14, rtol=1e-12))
+
+
+def _gaussians(event, count: int = 1) -> list[tuple[float, int]] | None:
+    """(noise multiplier, times) of each Gaussian of an event made of unsampled Gaussians composed; None otherwise."""
+    from dp_accounting import dp_event
+
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return [(float(event.noise_multiplier), count)]
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return _gaussians(event.event, count * int(event.count))
+    if isinstance(event, dp_event.ComposedDpEvent):
+        parts = [_gaussians(e, count) for e in event.events]
+        return None if any(p is None for p in parts) else [g for p in parts for g in p]
+    return None
+
+
+def scaled_event(event, scale: float):
+    """``event`` with every Gaussian's noise multiplier times ``scale`` (its sampling and composition kept)."""
+    from dp_accounting import dp_event
+
+    if isinstance(event, dp_event.GaussianDpEvent):
+        return dp_event.GaussianDpEvent(event.noise_multiplier * scale)
+    if isinstance(event, dp_event.PoissonSampledDpEvent):
+        return dp_event.PoissonSampledDpEvent(event.sampling_probability, scaled_event(event.event, scale))
+    if isinstance(event, dp_event.SelfComposedDpEvent):
+        return dp_event.SelfComposedDpEvent(scaled_event(event.event, scale), event.count)
+    if isinstance(event, dp_event.ComposedDpEvent):
+        return dp_event.ComposedDpEvent([scaled_event(e, scale) for e in event.events])
+    raise ValueError(f"event {event!r} is not allowed in a mechanism audit: Gaussian, Poisson-sampled, self-composed "
+                     "or composed events only")
+
+
+def pld_epsilon(event, *, delta: float, relation: str, interval: float = PLD_INTERVAL) -> float:
+    """epsilon at ``delta`` of ``event`` by dp_accounting's PLD accountant (pessimistic, connect-the-dots, grid
+    ``interval``) under ``relation`` (``replace_input``: REPLACE_ONE)."""
+    from dp_accounting import NeighboringRelation
+    from dp_accounting.pld import PLDAccountant
+
+    if relation not in RELATIONS:
+        raise ValueError(f"relation={relation!r} is not allowed: choose one of {', '.join(RELATIONS)}")
+    neighbouring = NeighboringRelation.REPLACE_ONE if relation == REPLACE_INPUT else NeighboringRelation.ADD_OR_REMOVE_ONE
+    accountant = PLDAccountant(neighbouring, value_discretization_interval=interval)
+    accountant.compose(event)
+    return float(accountant.get_epsilon(delta))
+
+
+_ALLOWED: dict[tuple[str, float, float, str], tuple[float, str]] = {}
+
+
+def allowed_noise(event, *, epsilon: float, delta: float, relation: str = ADD_REMOVE) -> tuple[float, str]:
+    """(s_min, how it was found): the least s such that ``event`` with every noise multiplier times s is
+    (epsilon, delta)-DP under ``relation``.
+
+    Unsampled Gaussians alone (add/remove, the sensitivity folded into the noise multipliers) compose exactly to one
+    of mu = sqrt(sum_i 1 / s_i^2) (Dong, Roth & Su 2022, Corollary 3.3), so s_min = mu(unit event) / gdp_mu(epsilon,
+    delta), exact. Otherwise dp_accounting's PLD on a grid of ``PLD_INTERVAL``, pessimistic: its epsilon is an upper
+    bound, so s_min is at or above the exact one by the grid's error (tests/test_mechanism_audit.py measures it)."""
+    key = (repr(event), float(epsilon), float(delta), relation)
+    if key in _ALLOWED:
+        return _ALLOWED[key]
+    gaussians = _gaussians(event) if relation == ADD_REMOVE else None
+    if gaussians is not None:
+        mu_unit = math.sqrt(sum(n / s**2 for s, n in gaussians))
+        out = (mu_unit / gdp_mu(epsilon, delta), "exact composition of Gaussians (Dong, Roth & Su 2022)")
+    else:
+        out = (_pld_noise(event, epsilon=epsilon, delta=delta, relation=relation),
+               f"dp_accounting PLD (pessimistic, grid {PLD_INTERVAL:g}, {relation})")
+    _ALLOWED[key] = out
+    return out
+
+
+def _pld_noise(event, *, epsilon: float, delta: float, relation: str) -> float:
+    """The root in s of PLD epsilon = ``epsilon`` (decreasing in s): bracketed by doubling from s = 1 on a grid of
+    10 x ``PLD_INTERVAL``, settled on that grid, then on ``PLD_INTERVAL`` within 0.3% of it (widened if need be)."""
+
+    def excess(log_s: float, interval: float) -> float:
+        return pld_epsilon(scaled_event(event, math.exp(log_s)), delta=delta, relation=relation,
+                           interval=interval) - epsilon
+
+    coarse = 10 * PLD_INTERVAL
+    low, high = 0.0, 0.0
+    if excess(0.0, coarse) > 0:
+        while excess(high, coarse) > 0:
+            low, high = high, high + math.log(2.0)
+            if high > math.log(1e4):
+                raise ConfigError(f"epsilon={epsilon:g} is not allowed in a mechanism audit: no noise below 1e4 "
+                                  f"meets it at delta={delta:g}")
+    else:
+        while excess(low, coarse) <= 0:
+            high, low = low, low - math.log(2.0)
+            if low < math.log(1e-3):
+                raise ConfigError(f"epsilon={epsilon:g} is not allowed in a mechanism audit: noise 1e-3 already meets "
+                                  f"it at delta={delta:g}")
+    first = optimize.brentq(excess, low, high, args=(coarse,), xtol=2e-3)
+    low, high = first - 0.003, first + 0.003  # the two grids' roots differ by about 0.1%
+    while excess(low, PLD_INTERVAL) <= 0:
+        low -= 0.01
+    while excess(high, PLD_INTERVAL) > 0:
+        high += 0.01
+    return math.exp(optimize.brentq(excess, low, high, args=(PLD_INTERVAL,), xtol=1e-4))
+
+
+# --- the bounds from the trials ---------------------------------------------------------------------------------
 def clopper_pearson_upper(k: int, n: int, alpha: float) -> float:
     """The one-sided (1 - alpha) upper bound of a binomial rate from k successes in n."""
     return 1.0 if k >= n else float(stats.beta.ppf(1.0 - alpha, k + 1, n - k))
 
 
-@dataclass
+@dataclass(frozen=True)
 class Bound:
     mu_lb: float
     epsilon_free: float
-    threshold: float
+    threshold: float  # where mu_lb is reached
     fpr: float
     fnr: float
 
 
+def _readings(fpr: float, fnr: float, delta: float) -> tuple[float, float]:
+    """(mu, family-free epsilon) that upper bounds FPR+ and FNR+ of one test show."""
+    mu = float(stats.norm.isf(fpr) - stats.norm.ppf(fnr)) if 0 < fpr < 1 and 0 < fnr < 1 else 0.0
+    free = max(0.0, math.log(max(1.0 - delta - fnr, 1e-300) / fpr), math.log(max(1.0 - delta - fpr, 1e-300) / fnr))
+    return max(mu, 0.0), free
+
+
 def bounds(scores_in: np.ndarray, scores_out: np.ndarray, thresholds: np.ndarray, *, delta: float,
            beta: float = BETA) -> Bound:
-    """The largest mu_lb (and family-free epsilon) over ``thresholds``, each rate bounded at beta / (2 x tests):
+    """The largest mu_lb and family-free epsilon over ``thresholds``, each rate bounded at beta / (2 x tests):
     "in" is guessed where the score is >= the threshold."""
     alpha = beta / (2 * len(thresholds))
     n_in, n_out = len(scores_in), len(scores_out)
-    best = Bound(0.0, 0.0, float("nan"), float("nan"), float("nan"))
+    best, free_best = Bound(0.0, 0.0, float("nan"), float("nan"), float("nan")), 0.0
     s_in, s_out = np.sort(scores_in), np.sort(scores_out)
     for t in thresholds:
         fp = n_out - int(np.searchsorted(s_out, t, side="left"))  # out scores >= t
         fn = int(np.searchsorted(s_in, t, side="left"))  # in scores < t
-        fpr, fnr = clopper_pearson_upper(fp, n_out, alpha), clopper_pearson_upper(fn, n_in, alpha)
-        mu = float(stats.norm.isf(fpr) - stats.norm.ppf(fnr)) if 0 < fpr < 1 and 0 < fnr < 1 else 0.0
-        free = max(0.0, math.log(max(1.0 - delta - fnr, 1e-300) / fpr),
-                   math.log(max(1.0 - delta - fpr, 1e-300) / fnr))
-        if mu > best.mu_lb or (best.mu_lb == 0 and free > best.epsilon_free):
-            best = Bound(max(mu, 0.0), free, float(t), fp / n_out, fn / n_in)
-        best.epsilon_free = max(best.epsilon_free, free)
-    return best
+        mu, free = _readings(clopper_pearson_upper(fp, n_out, alpha), clopper_pearson_upper(fn, n_in, alpha), delta)
+        free_best = max(free_best, free)
+        if mu > best.mu_lb:
+            best = Bound(mu, 0.0, float(t), fp / n_out, fn / n_in)
+    return replace(best, epsilon_free=free_best)
 
 
-@dataclass
+def ceilings(n_in: int, n_out: int, tests: int, *, delta: float, beta: float = BETA) -> tuple[float, float]:
+    """(mu_lb, epsilon_free) with every trial guessed right: the most these trials can show."""
+    alpha = beta / (2 * tests)
+    return _readings(clopper_pearson_upper(0, n_out, alpha), clopper_pearson_upper(0, n_in, alpha), delta)
+
+
+@dataclass(frozen=True, kw_only=True)
 class MechanismAudit:
     method: str
     release: str
     relation: str
     trials_per_world: int
     delta: float
-    mu_claim: float
-    mu_lb: float
-    epsilon_claim: float  # the claimed release's epsilon at delta (one step / one release / one query)
-    epsilon_empirical: float  # mu_lb-GDP's epsilon at delta
-    epsilon_free: float  # the family-free lower bound
-    run_epsilon: float  # the run's composed claim, for reference
-    noise_scale: float  # 1: the calibrated noise; below 1, the implementation was given less than its claim
+    run_epsilon: float  # the run's claimed epsilon at delta, (q, T, relation): what mu_allowed is derived from
+    accountant: str  # how the least noise the claim allows was found
+    noise_allowed: float  # s_min: the least noise multiplier of this release that keeps the run within its claim
+    mu_allowed: float  # shift / s_min: the largest mu of a Gaussian release of the pair the claim allows
+    mu_lb: float  # no mu below it makes the release mu-GDP (confidence 1 - beta, any noise family)
+    mu_ceiling: float  # mu_lb with every trial guessed right
+    epsilon_allowed: float  # one mu_allowed-GDP release's epsilon at delta
+    epsilon_gaussian: float  # mu_lb-GDP's epsilon at delta: the release's epsilon *if it is Gaussian*
+    epsilon_free: float  # the family-free lower bound on the release's epsilon at delta
+    epsilon_free_ceiling: float
+    noise_scale: float  # 1: the calibrated noise; otherwise the implementation was given that multiple of it
     adjacency: str = ""  # the claim's neighbouring relation, as the run's privacy.adjacency tag writes it
 
     @property
     def tightness(self) -> float:
-        return self.epsilon_empirical / self.epsilon_claim if self.epsilon_claim > 0 else float("nan")
+        """mu_lb / mu_allowed."""
+        return self.mu_lb / self.mu_allowed if self.mu_allowed > 0 else float("nan")
+
+    @property
+    def refuted_by(self) -> str:
+        """Which reading refutes the claim: "mu-GDP" (mu_lb > mu_allowed), "family-free" (epsilon_free >
+        epsilon_allowed), both (joined by " and "), or "" for none."""
+        out = []
+        if self.mu_lb > self.mu_allowed * (1 + 1e-9):
+            out.append("mu-GDP")
+        if self.epsilon_free > self.epsilon_allowed * (1 + 1e-9):
+            out.append("family-free")
+        return " and ".join(out)
 
     @property
     def refuted(self) -> bool:
-        return self.mu_lb > self.mu_claim * (1 + 1e-9) or self.epsilon_free > self.epsilon_claim * (1 + 1e-9)
+        return bool(self.refuted_by)
 
     @property
     def verdict(self) -> str:
@@ -109,10 +278,13 @@ class MechanismAudit:
             return "refuted"
         if self.tightness >= TIGHT_FRACTION:
             return f"tight to {self.tightness:.2f}"
-        return f"not tight ({self.tightness:.2f} of the claim)"
+        if self.mu_ceiling <= self.mu_allowed and self.epsilon_free_ceiling <= self.epsilon_allowed:
+            return "no power"
+        return f"not refuted ({self.tightness:.2f} of the claim's mu, ceiling {self.mu_ceiling / self.mu_allowed:.2f})"
 
     def row(self) -> dict[str, Any]:
-        return {**asdict(self), "tightness": self.tightness, "verdict": self.verdict, "refuted": self.refuted}
+        return {**asdict(self), "tightness": self.tightness, "verdict": self.verdict, "refuted": self.refuted,
+                "refuted_by": self.refuted_by}
 
 
 def _calibrated(method: str, spec: PrivacySpec, options: dict[str, Any], noise_scale: float):
@@ -139,25 +311,36 @@ def audited_methods() -> list[str]:
     return out
 
 
+def audit_release(trials, *, method: str, run_epsilon: float, delta: float, noise_scale: float = 1.0,
+                  adjacency: str = "", beta: float = BETA) -> MechanismAudit:
+    """One release's audit: its trials (a ``ReleaseTrials``) against the least noise ``run_epsilon`` at ``delta``
+    allows for the event it declares."""
+    noise_allowed, accountant = allowed_noise(trials.event, epsilon=run_epsilon, delta=delta,
+                                              relation=trials.event_relation)
+    mu_allowed = trials.shift / noise_allowed
+    s_in, s_out = np.asarray(trials.scores_in), np.asarray(trials.scores_out)
+    grid = np.asarray(trials.thresholds)
+    b = bounds(s_in, s_out, grid, delta=delta, beta=beta)
+    mu_ceiling, free_ceiling = ceilings(len(s_in), len(s_out), len(grid), delta=delta, beta=beta)
+    return MechanismAudit(
+        method=method, release=trials.release, relation=trials.relation, trials_per_world=min(len(s_in), len(s_out)),
+        delta=delta, run_epsilon=run_epsilon, accountant=accountant, noise_allowed=noise_allowed,
+        mu_allowed=mu_allowed, mu_lb=b.mu_lb, mu_ceiling=mu_ceiling, epsilon_allowed=gdp_epsilon(mu_allowed, delta),
+        epsilon_gaussian=gdp_epsilon(b.mu_lb, delta), epsilon_free=b.epsilon_free, epsilon_free_ceiling=free_ceiling,
+        noise_scale=noise_scale, adjacency=adjacency)
+
+
 def audit_mechanism(method: str, spec: PrivacySpec, options: dict[str, Any] | None = None, *,
                     trials: int = DEFAULT_TRIALS, noise_scale: float = 1.0, beta: float = BETA, seed: int = 0,
                     progress: Callable[[str], None] | None = None) -> list[MechanismAudit]:
     """The mechanism audits of ``method`` calibrated at ``spec``, its noise times ``noise_scale``: one per release
-    the method audits (its ``release_trials``)."""
+    the method audits (its ``release_trials``), each against the least noise the run's claimed epsilon allows."""
     check_mechanism_arguments(method, trials=trials, noise_scale=noise_scale)
     m, claimed = _calibrated(method, spec, dict(options or {}), noise_scale)
     adjacency = m.claim().adjacency
-    out = []
-    for t in m.release_trials(claimed, trials=trials, seed=seed, progress=progress):
-        b = bounds(np.asarray(t.scores_in), np.asarray(t.scores_out), np.asarray(t.thresholds), delta=spec.delta,
-                   beta=beta)
-        out.append(MechanismAudit(
-            method=method, release=t.release, relation=t.relation,
-            trials_per_world=min(len(t.scores_in), len(t.scores_out)), delta=spec.delta, mu_claim=t.mu_claim,
-            mu_lb=b.mu_lb, epsilon_claim=gdp_epsilon(t.mu_claim, spec.delta),
-            epsilon_empirical=gdp_epsilon(b.mu_lb, spec.delta), epsilon_free=b.epsilon_free,
-            run_epsilon=claimed.epsilon, noise_scale=noise_scale, adjacency=adjacency))
-    return out
+    return [audit_release(t, method=method, run_epsilon=claimed.epsilon, delta=spec.delta, noise_scale=noise_scale,
+                          adjacency=adjacency, beta=beta)
+            for t in m.release_trials(claimed, trials=trials, seed=seed, progress=progress)]
 
 
 def check_mechanism_arguments(method: str, *, trials: int, noise_scale: float) -> None:
@@ -175,8 +358,8 @@ def check_mechanism_arguments(method: str, *, trials: int, noise_scale: float) -
 
 # --- the table and the store -----------------------------------------------------------------------------------
 COLUMNS = ["dataset", "preset", "method", "options", "release", "spec_epsilon", "run_epsilon", "delta",
-           "noise_scale", "trials_per_world", "seed", "mu_claim", "mu_lb", "epsilon_claim", "epsilon_empirical",
-           "epsilon_free", "tightness", "verdict"]
+           "noise_scale", "trials_per_world", "seed", "noise_allowed", "mu_allowed", "mu_lb", "tightness",
+           "epsilon_allowed", "epsilon_free", "epsilon_gaussian", "verdict"]
 #: a summary row per audited release and noise, over the seeds
 GROUP = ["dataset", "preset", "method", "options", "release", "spec_epsilon", "noise_scale"]
 
@@ -184,23 +367,24 @@ GROUP = ["dataset", "preset", "method", "options", "release", "spec_epsilon", "n
 def line(row: dict[str, Any]) -> str:
     """One audit in one line, as the CLI prints it."""
     return (f"{row['method']:<21} eps {row['spec_epsilon']:g} x{row['noise_scale']:g} noise seed {row['seed']} "
-            f"{row['release']}: mu_lb {row['mu_lb']:.4f} of claimed {row['mu_claim']:.4f}, epsilon "
-            f"{row['epsilon_empirical']:.3f} of {row['epsilon_claim']:.3f} (family-free {row['epsilon_free']:.3f}) "
-            f"-> {row['verdict']}")
+            f"{row['release']}: mu_lb {row['mu_lb']:.4f} / mu_allowed {row['mu_allowed']:.4f} = {row['tightness']:.3f} "
+            f"(the claim's epsilon {row['run_epsilon']:.3f} by {row['accountant']}); one release's epsilon: "
+            f"family-free >= {row['epsilon_free']:.3f}, if Gaussian >= {row['epsilon_gaussian']:.3f}, allowed "
+            f"{row['epsilon_allowed']:.3f} -> {row['verdict']}")
 
 
 def summary(rows: list[dict[str, Any]]):
-    """Per release and noise: the seeds, the median tightness (min and max), and the verdicts counted."""
+    """Per release and noise: the seeds, the median of mu_lb / mu_allowed (min and max), and the verdicts counted."""
 
     df = pd.DataFrame(rows)
     out = []
     for key, g in df.groupby(GROUP, sort=False):
         t = g["tightness"].astype(float)
-        verdicts = g["verdict"].str.replace(r"tight to .*", "tight", regex=True).str.replace(r"not tight.*",
-                                                                                            "not tight", regex=True)
-        out.append({**dict(zip(GROUP, key)), "seeds": len(g), "epsilon_claim": f"{g['epsilon_claim'].iloc[0]:.3f}",
-                    "median epsilon_empirical": f"{g['epsilon_empirical'].median():.3f}",
-                    "median tightness (min-max)": f"{t.median():.3f} ({t.min():.3f}-{t.max():.3f})",
+        verdicts = g["verdict"].str.replace(r"tight to .*", "tight", regex=True).str.replace(r"not refuted.*",
+                                                                                            "not refuted", regex=True)
+        out.append({**dict(zip(GROUP, key)), "seeds": len(g), "mu_allowed": f"{g['mu_allowed'].iloc[0]:.4f}",
+                    "median mu_lb": f"{g['mu_lb'].median():.4f}",
+                    "median mu_lb / mu_allowed (min-max)": f"{t.median():.3f} ({t.min():.3f}-{t.max():.3f})",
                     "verdicts": ", ".join(f"{v} x{n}" for v, n in verdicts.value_counts().items())})
     return pd.DataFrame(out)
 
@@ -215,22 +399,26 @@ def _markdown(df) -> str:
 def write_table(rows: list[dict[str, Any]], folder: str, *, append: bool = False) -> None:
     """In ``folder``: mechanism_audits.csv (every field of every audit), mechanism_audits.md (the columns a reader
     needs) and mechanism_summary.md (per release and noise over the seeds); ``append`` keeps the rows already there
-    that this run did not measure again."""
+    that this run did not measure again (refused where those rows are the earlier audit's, which took the claim from
+    the code's own noise)."""
 
     out = Path(folder)
     out.mkdir(parents=True, exist_ok=True)
     df = pd.DataFrame(rows)
     if append and (out / "mechanism_audits.csv").exists():  # the earlier rows, less those this run measured again
         old = pd.read_csv(out / "mechanism_audits.csv", keep_default_na=False)
+        if "mu_allowed" not in old.columns:
+            raise ConfigError(f"--append is not allowed into {out}: its mechanism_audits.csv is the earlier audit's "
+                              "(the claim's mu from the code's own noise); write to a new folder")
         key = [*GROUP, "seed"]
         again = old[key].astype(str).agg("|".join, axis=1).isin(set(df[key].astype(str).agg("|".join, axis=1)))
         df = pd.concat([old[~again], df], ignore_index=True)
     df.to_csv(out / "mechanism_audits.csv", index=False)
     rows = df.to_dict("records")
     shown = df[COLUMNS].copy()
-    for col in ("mu_claim", "mu_lb"):
+    for col in ("noise_allowed", "mu_allowed", "mu_lb"):
         shown[col] = [f"{v:.4f}" for v in shown[col]]
-    for col in ("run_epsilon", "epsilon_claim", "epsilon_empirical", "epsilon_free", "tightness"):
+    for col in ("run_epsilon", "epsilon_allowed", "epsilon_free", "epsilon_gaussian", "tightness"):
         shown[col] = [f"{v:.3f}" for v in shown[col]]
     (out / "mechanism_audits.md").write_text(_markdown(shown))
     (out / "mechanism_summary.md").write_text(_markdown(summary(rows)))
@@ -256,11 +444,12 @@ class MechanismStore:
                      names.PARAM_NOISE_SCALE: row["noise_scale"],
                      names.PARAM_MECHANISM_TRIALS: row["trials_per_world"]}.items():
             self.client.log_param(rid, k, str(v))
-        for k in ("mu_claim", "mu_lb", "epsilon_claim", "epsilon_empirical", "epsilon_free", "tightness"):
+        for k in ("noise_allowed", "mu_allowed", "mu_lb", "mu_ceiling", "epsilon_allowed", "epsilon_gaussian",
+                  "epsilon_free", "tightness"):
             if math.isfinite(row[k]):
                 self.client.log_metric(rid, names.METRIC_MECHANISM.format(k), float(row[k]))
         self.client.set_terminated(rid, "FINISHED")
         return rid
 
 
-__all__ = ["MechanismAudit", "audit_mechanism", "bounds", "gdp_epsilon"]
+__all__ = ["MechanismAudit", "allowed_noise", "audit_mechanism", "audit_release", "bounds", "gdp_epsilon", "gdp_mu"]

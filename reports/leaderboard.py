@@ -28,7 +28,7 @@ from inputdp.benchmarks.presets import preset_options
 from inputdp.benchmarks.sweep import build_config
 from inputdp.benchmarks.tracking import default_tracking_uri, open_store
 from inputdp.core import names
-from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT
+from inputdp.core.claims import ABSENT, ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, REPLACE_INPUT, relation_named
 from inputdp.methods import METHODS, reference_method
 
 from .plots import accuracy_vs_epsilon, time_bars
@@ -217,12 +217,33 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "audit_mode": _col(runs, f"tags.{names.TAG_AUDIT_MODE}", "one_run").fillna("one_run"),
         "audit_runs": _col(runs, f"metrics.{names.METRIC_AUDIT_RUNS}"),
         "train_examples": _col(runs, f"params.{names.PARAM_TRAIN_EXAMPLES}"),
+        # the claim's relation (a key; runs logged before the tag: read from the adjacency text), and the relation
+        # and design an audit built its pairs under (audits logged before #52: the absent design, whatever the claim)
+        "relation": _relation_keys(_col(runs, f"tags.{names.TAG_PRIVACY_RELATION}", ""),
+                                   _col(runs, f"tags.{names.TAG_PRIVACY_ADJACENCY}", "")),
+        "audit_relation": _col(runs, f"tags.{names.TAG_AUDIT_RELATION}", "").fillna(""),
+        "audit_design": _col(runs, f"tags.{names.TAG_AUDIT_DESIGN}", ABSENT).fillna(ABSENT),
         "kind": kind,
         **_mechanism_columns(runs),
     })
     _threat_bounds(runs, out)
     audited = out["kind"].isin(AUDIT_KINDS)  # and a study's or sweep's parent run, a speed run: no training
     return out[~audited & ~out["kind"].isin([names.KIND_STUDY, names.KIND_SWEEP, names.KIND_SPEED])].copy(), out[audited].copy()
+
+
+def _relation_keys(tag: pd.Series, adjacency: pd.Series) -> pd.Series:
+    """The claim's relation key per run: its ``privacy.relation`` tag, else the relation its adjacency text names,
+    else "" (no relation: a reference run, or a text that names none)."""
+
+    def key(t, a) -> str:
+        if isinstance(t, str) and t:
+            return t
+        try:
+            return relation_named(str(a)).key
+        except ValueError:
+            return ""
+
+    return pd.Series([key(t, a) for t, a in zip(tag, adjacency)], index=tag.index, dtype=object)
 
 
 def _threat_bounds(runs: pd.DataFrame, out: pd.DataFrame) -> None:
@@ -238,7 +259,9 @@ def _threat_bounds(runs: pd.DataFrame, out: pd.DataFrame) -> None:
         # the f-DP bounds of the same guesses (audits logged before them have none)
         for col, metric in ((f"fdp_{threat}", names.METRIC_THREAT_FDP_BOUND),
                             (f"fdp_ceiling_{threat}", names.METRIC_THREAT_FDP_CEILING),
-                            (f"gdp_mu_{threat}", names.METRIC_THREAT_GDP_MU)):
+                            (f"gdp_mu_{threat}", names.METRIC_THREAT_GDP_MU),
+                            # 1/0 whether any of the threat's tests had power (audits logged before: none said)
+                            (f"power_{threat}", names.METRIC_THREAT_POWER)):
             out[col] = pd.to_numeric(_col(runs, f"metrics.{metric.format(threat)}"), errors="coerce")
 
 
@@ -333,6 +356,7 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
             "threat_model": _threat(g["protects"].iloc[0], g["needs_public_data"].iloc[0]),
             "match_key": g["match_key"].iloc[0],
             "adjacency": g["adjacency"].iloc[0] if "adjacency" in g.columns else "",
+            "relation_key": g["relation"].iloc[0] if "relation" in g.columns else "",
             "protects": g["protects"].iloc[0],
             "method_name": g["method_name"].iloc[0],
         })
@@ -404,7 +428,7 @@ def _with_best_bounds(audits: pd.DataFrame) -> pd.DataFrame:
     have Steinke's alone), its ceiling, and which of the two it is."""
     audits = audits.copy()
     for threat in names.THREATS:
-        for col in (f"fdp_{threat}", f"fdp_ceiling_{threat}", f"gdp_mu_{threat}"):
+        for col in (f"fdp_{threat}", f"fdp_ceiling_{threat}", f"gdp_mu_{threat}", f"power_{threat}"):
             if col not in audits.columns:
                 audits[col] = np.nan
         steinke = pd.to_numeric(audits[f"lb_{threat}"], errors="coerce")
@@ -454,9 +478,12 @@ def _mechanism_verdict(hit: pd.DataFrame) -> tuple[str, str]:
 
 def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
     """Per row and threat model: the strongest bound over every audit of the same claim (data set, method,
-    epsilon, delta; any model or (q, T)), how many audits and of which kinds, and the verdict in three words:
-    refuted (the model's audit or the mechanism's), tight (the mechanism audit reaches its fraction of the claim
-    and the model's audit does not refute it), or not refuted (ceiling X).
+    epsilon, delta; any model or (q, T)) whose neighbouring pairs follow the claim's relation, how many audits and of
+    which kinds, and the verdict in four words, the relation named: refuted (the model's audit or the mechanism's),
+    tight to X (the mechanism audit reaches its fraction of the claim and the model's audit does not refute it), not
+    refuted (ceiling X: the most the tests that had power could show), or no power (no test's guesses could depend
+    on the run). An audit whose design is not the claim's relation's (the absent canaries of add/remove against a
+    replace_input claim) tests a statement the claim does not make: it is not counted, and the verdict says so.
 
     Each audit is its own 95% statement; the largest of n is not itself a 95% bound, so their number is shown."""
     mech = _mechanism_audits(audits)
@@ -470,39 +497,69 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
     board["verdict"] = ""
     for i, r in board.iterrows():
         hit = _same_claim(audits, r) if audits is not None and not audits.empty else pd.DataFrame()
+        hit, other_design = _by_design(hit, r)
         claimed = float(r["epsilon"])
-        best_lb, best_threat, ceiling, decides = -1.0, "", 0.0, ""
+        best_lb, best_threat, ceiling, decides, powered = -1.0, "", 0.0, "", False
         for threat in names.THREATS:
             got = hit[hit[f"lb_{threat}"].notna()] if not hit.empty else hit
             if got.empty:
                 continue
+            power = pd.to_numeric(got[f"power_{threat}"], errors="coerce").fillna(1.0) > 0
+            powered |= bool(power.any())
             # the larger of Steinke's and the f-DP bound of each audit (both refute an (epsilon, delta) claim)
             lb = float(got[f"best_{threat}"].astype(float).max())
             board.loc[i, f"{threat}_lb"] = lb
-            board.loc[i, f"{threat}_ceiling"] = float(got[f"best_ceiling_{threat}"].astype(float).max())
+            # the ceiling of the tests that had power (a test without power cannot reach its own)
+            threat_ceiling = float(got.loc[power, f"best_ceiling_{threat}"].astype(float).max()) if power.any() else 0.0
+            board.loc[i, f"{threat}_ceiling"] = threat_ceiling
             board.loc[i, f"{threat}_audits"] = len(got)
             board.loc[i, f"{threat}_kinds"] = "; ".join(sorted(set(_audit_label(a) for a in got.itertuples())))
-            ceiling = max(ceiling, float(got[f"best_ceiling_{threat}"].astype(float).max()))
+            ceiling = max(ceiling, threat_ceiling)
             if lb > best_lb:
                 best_lb, best_threat = lb, threat
                 decides = str(got.loc[got[f"best_{threat}"].astype(float).idxmax(), f"decides_{threat}"])
         word, text = _mechanism_verdict(_same_mechanism(mech, r)) if math.isfinite(claimed) else ("", "")
         board.loc[i, "mechanism audit"] = text
+        under = _under(r)
+        model_said = (f"not refuted (ceiling {ceiling:.2f}){under}" if powered
+                      else f"no power{under}: every test's guesses were fixed on one side or its scores all equal")
         if not math.isfinite(claimed):
             audited = "no claim (reference)" if best_threat else ""
         elif best_threat and best_lb > claimed:
             audited = (f"claim refuted for the released model ({best_threat.replace('_', '-')} {best_lb:.2f} > "
-                       f"{claimed:g}, {decides})")
+                       f"{claimed:g}, {decides}){under}")
         elif word == "refuted":
             audited = f"claim {text}"
         elif word == "tight":
-            audited = text + (f"; the model's audit: not refuted (ceiling {ceiling:.2f})" if best_threat
-                              else "; the model not audited")
+            audited = text + (f"; the model's audit: {model_said}" if best_threat else "; the model not audited")
         elif not best_threat:
-            audited = "not audited" + (f" ({text})" if text else "")
+            audited = "not audited" + (under if other_design else "") + (f" ({text})" if text else "")
         else:
-            audited = f"not refuted (ceiling {ceiling:.2f})" + (f"; {text}" if text else "")
+            audited = model_said + (f"; {text}" if text else "")
+        if other_design and math.isfinite(claimed):
+            audited += (f"; {other_design} audit{'s' if other_design > 1 else ''} with add/remove's absent canaries "
+                        "not counted: they do not test a replace_input claim")
         board.loc[i, "verdict"] = "; ".join(v for v in (_vectors_verdict(r), audited) if v)
+
+
+def _row_design(row) -> str:
+    rel = RELATION_VALUES.get(str(row.get("relation_key", "") or ""))
+    return rel.excluded if rel is not None else ABSENT
+
+
+def _under(row) -> str:
+    """" under replace_input" where the row's claim names a relation, else ""."""
+    key = str(row.get("relation_key", "") or "")
+    return f" under {key}" if key in RELATION_VALUES else ""
+
+
+def _by_design(hit: pd.DataFrame, row) -> tuple[pd.DataFrame, int]:
+    """(the audits whose design is the row's relation's, how many others): an audit logged before the relation
+    was read built the absent design whatever the claim."""
+    if hit.empty or "audit_design" not in hit.columns:
+        return hit, 0
+    same = hit["audit_design"].fillna(ABSENT).astype(str) == _row_design(row)
+    return hit[same], int((~same).sum())
 
 
 def _vectors_verdict(row) -> str:
@@ -547,8 +604,12 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
         best = max((float(v) for v in (a.best_black_box, a.best_white_box) if not pd.isna(v)), default=math.nan)
         decides = a.decides_white_box if (pd.isna(a.best_black_box) or (not pd.isna(a.best_white_box)
                                           and float(a.best_white_box) >= float(a.best_black_box))) else a.decides_black_box
+        powered = any(not pd.isna(getattr(a, f"lb_{t}")) and (pd.isna(getattr(a, f"power_{t}", math.nan))
+                                                              or float(getattr(a, f"power_{t}")) > 0)
+                      for t in names.THREATS)
         verdict = ("no claim" if not math.isfinite(claimed) else "" if math.isnan(best)
-                   else "refuted" if best > claimed else "not refuted")
+                   else "refuted" if best > claimed else "not refuted" if powered else "no power")
+        relation = str(getattr(a, "audit_relation", "") or "") or "(not logged: before #52)"
         subset = "all" if pd.isna(a.train_examples) or str(a.train_examples) in ("0", "") else str(a.train_examples)
         rows.append({"dataset": a.dataset, "method": a.method,
                      "epsilon": "∞ (none)" if not math.isfinite(claimed) else f"{claimed:g}",
@@ -558,6 +619,7 @@ def audit_table(audits: pd.DataFrame) -> pd.DataFrame:
                      if a.audit_mode == "multi_run" else "one run",
                      "black-box epsilon_lb": cell(a, "black_box"), "white-box epsilon_lb": cell(a, "white_box"),
                      "black-box f-DP": fdp_cell(a, "black_box"), "white-box f-DP": fdp_cell(a, "white_box"),
+                     "relation, design": f"{relation}, {getattr(a, 'audit_design', ABSENT)}",
                      "decides": decides if verdict else "", "verdict": verdict})
     return pd.DataFrame(rows)
 
@@ -671,6 +733,8 @@ def short_verdict(full: str) -> str:
     model = re.search(r"refuted for the released model \((?:[a-z-]+ )?([0-9.]+) > ([0-9.e+]+)", v)
     if model:
         return f"refuted ({model.group(1)} > {model.group(2)})"
+    if re.search(r"(^|; )no power", v) and "tight to" not in v:
+        return "no power"
     if "refuted at the mechanism" in v:
         return "refuted at the mechanism"
     tight = re.search(r"tight to ([0-9.]+)", v)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -11,7 +12,7 @@ from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.resolve import check_feasible
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
 from inputdp.core.config import PerfFlags
-from inputdp.reports.leaderboard import display_table, leaderboard, load_runs, paper_results, tidy
+from inputdp.reports.leaderboard import audit_table, display_table, leaderboard, load_runs, paper_results, tidy
 
 METHODS = ["nonprivate", "dirichlet_softmax", "gaussian_penultimate"]
 
@@ -154,9 +155,11 @@ def test_audits_join_their_claim_under_both_threat_models(store):
     assert row["black_box_lb"] == pytest.approx(0.1) and row["black_box_audits"] == 1
     assert row["white_box_lb"] == pytest.approx(3.2) and row["white_box_audits"] == 3
     assert row["white_box_kinds"] == "exclusive_support on mlp; exclusive_support on mlp, 400 runs; random_pattern on small_cnn"
-    assert row["verdict"].endswith("; claim refuted for the released model (white-box 3.20 > 1, Steinke)")
+    assert row["verdict"].endswith("; claim refuted for the released model (white-box 3.20 > 1, Steinke) under "
+                                   "replace_input")
     row4 = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 4)].iloc[0]
-    assert row4["verdict"].endswith("; not refuted (ceiling 2.90)") and row4["black_box_lb"] == pytest.approx(0.4)
+    assert row4["verdict"].endswith("; not refuted (ceiling 2.90) under replace_input")
+    assert row4["black_box_lb"] == pytest.approx(0.4)
     gp = board[(board["method"] == "gaussian_penultimate") & (board["epsilon"] == 1)].iloc[0]
     assert gp["verdict"].endswith("; not audited")  # its audit was at another delta: another claim
     ref = board[board["method"] == "nonprivate"].iloc[0]
@@ -172,11 +175,41 @@ def test_audits_join_their_claim_under_both_threat_models(store):
                              fdp_ceiling_white_box=[math.nan, math.nan, math.nan, 5.8, math.nan, math.nan, math.nan])
     row4 = leaderboard(train, with_fdp)
     row4 = row4[(row4["method"] == "dirichlet_softmax") & (row4["epsilon"] == 4)].iloc[0]
-    assert row4["verdict"].endswith("; claim refuted for the released model (white-box 4.30 > 4, f-DP)")
+    assert row4["verdict"].endswith("; claim refuted for the released model (white-box 4.30 > 4, f-DP) under "
+                                    "replace_input")
     assert row4["white_box_ceiling"] == pytest.approx(5.8)
     fdp_table = audit_table(with_fdp.assign(preset="cpu", q=0.01, T=100, seed="0", train_examples="0"))
     eps4 = fdp_table[(fdp_table["method"] == "dirichlet_softmax") & (fdp_table["epsilon"] == "4")].iloc[0]
     assert eps4["decides"] == "f-DP" and eps4["verdict"] == "refuted" and eps4["white-box f-DP"].startswith("4.30")
+
+
+def test_an_audit_counts_only_under_its_claims_relation_and_a_test_without_power_says_so(store):
+    """The dirichlet rows claim replace_input: an audit built with add/remove's absent canaries tests a statement
+    the claim does not make, so its 3.2 > 1 refutes nothing and the verdict says why; the same audit in the replaced
+    design refutes. A test whose guesses were all on one side (power 0) shows no ceiling: "no power"."""
+    train, _ = tidy(load_runs(store))
+    audit = ("synthetic", "dirichlet_softmax", 1.0, 1e-5, "small_cnn", "canary_inputs", "one_run", None, None, None, 3.2,
+             5.6)
+    absent = _audits([audit]).assign(audit_design="absent", power_white_box=1.0)
+    row = leaderboard(train, absent)
+    row = row[(row["method"] == "dirichlet_softmax") & (row["epsilon"] == 1)].iloc[0]
+    assert "refuted for the released model" not in row["verdict"] and np.isnan(row["white_box_lb"])
+    assert row["verdict"].endswith("not audited under replace_input; 1 audit with add/remove's absent canaries not "
+                                   "counted: they do not test a replace_input claim")
+    replaced = leaderboard(train, absent.assign(audit_design="replaced"))
+    row = replaced[(replaced["method"] == "dirichlet_softmax") & (replaced["epsilon"] == 1)].iloc[0]
+    assert row["verdict"].endswith("claim refuted for the released model (white-box 3.20 > 1, Steinke) under replace_input")
+    weak = _audits([(*audit[:8], None, None, 0.0, 5.6)]).assign(audit_design="replaced", power_white_box=0.0)
+    board = leaderboard(train, weak)
+    row = board[(board["method"] == "dirichlet_softmax") & (board["epsilon"] == 1)].iloc[0]
+    assert "no power under replace_input" in row["verdict"] and row["white_box_ceiling"] == 0.0
+    from inputdp.reports.leaderboard import short_verdict
+
+    assert short_verdict(row["verdict"]) == "no power"
+    table = audit_table(weak.assign(preset="cpu", q=0.01, T=100, seed="0", train_examples="0", audit_relation="replace_input"))
+    assert table.iloc[0]["verdict"] == "no power" and table.iloc[0]["relation, design"] == "replace_input, replaced"
+    with_power = audit_table(weak.assign(power_white_box=1.0, preset="cpu", q=0.01, T=100, seed="0", train_examples="0"))
+    assert with_power.iloc[0]["verdict"] == "not refuted"
 
 
 def test_bench_report_writes_files(store, tmp_path, capsys):
@@ -247,7 +280,9 @@ def test_report_from_real_audit_runs_shows_both_threat_models(tmp_path, monkeypa
     # 20 of 20 right, one guess set read by both analyses (level 0.05/2): 1.60
     assert one["lb_white_box"] == pytest.approx(one["ceiling_white_box"]) and one["lb_white_box"] > 1.5
     row = leaderboard(train, audits).iloc[0]
-    assert row["white_box_audits"] == 2 and row["verdict"].endswith(f"; not refuted (ceiling {row['white_box_ceiling']:.2f})")
+    assert row["white_box_audits"] == 2
+    assert row["verdict"].endswith(f"; not refuted (ceiling {row['white_box_ceiling']:.2f}) under replace_input")
+    assert set(audits["audit_design"]) == {"replaced"} and set(audits["audit_relation"]) == {"replace_input"}
     out = tmp_path / "rep"
     assert main(["report", "--tracking-uri", uri, "--out", str(out)]) == 0
     md = (out / "leaderboard.md").read_text()
@@ -410,6 +445,8 @@ def test_a_row_without_a_guarantee_is_drawn_hollow_and_says_so():
     ("tight to 0.98 at the mechanism (dpsgd step); the model's audit: not refuted (ceiling 5.81)", "tight to 0.98"),
     ("not refuted (ceiling 4.46); not tight at the mechanism (0.52 of the claim)", "not refuted (ceiling 4.46)"),
     ("not audited", "not audited"),
+    ("no power under add_remove: every test's guesses were fixed on one side or its scores all equal", "no power"),
+    ("tight to 0.95 at the mechanism (dpsgd step); the model's audit: no power under add_remove: ...", "tight to 0.95"),
     ("", ""),
 ])
 def test_the_glance_verdict_is_the_full_one_in_a_few_words(full, short):

@@ -370,6 +370,17 @@ def test_a_studys_summary_is_a_row_per_method_and_a_column_per_epsilon(tmp_path)
     assert len(body) == 2 and body[0].startswith("| small_cnn | dpsgd | pld | yes |")
     assert "| 96.00 ± 0.10 (3) · ×1.50 · 0.00 / 0.00 | 97.00 ± 0.10 (3) · ×1.50 · 0.00 / 0.25 |" in body[0]
     assert body[1].startswith("| small_cnn | dirichlet_softmax | pld | no, refuted |")
+    # the same study whose audits were made before they followed the claim's relation: a replace_input row's
+    # refutation came from add/remove's absent canaries, so it is no refutation, and its bounds are marked
+    board = pd.read_csv(folder / "leaderboard.csv")
+    board["adjacency"] = ["", *["one input replaced, its label and membership public"] * 2, *["add/remove one example"] * 2]
+    board.to_csv(folder / "leaderboard.csv", index=False)
+    pd.DataFrame(columns=["dataset", "method", "verdict"]).to_csv(folder / "audits.csv", index=False)
+    body = study_table(folder)[4:]
+    assert body[1].startswith("| small_cnn | dirichlet_softmax | pld | no |") and body[1].count("0.00 / 5.60†") == 1
+    assert "†" not in body[0]  # dpsgd at add/remove: the absent design is its relation's
+    pd.DataFrame(columns=["dataset", "method", "relation, design", "verdict"]).to_csv(folder / "audits.csv", index=False)
+    assert study_table(folder)[5].startswith("| small_cnn | dirichlet_softmax | pld | no, refuted |")
 
 
 def _chromium() -> str | None:

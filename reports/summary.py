@@ -147,7 +147,8 @@ def model_audit_table(folder: Path, kind: str = DECISIVE) -> list[str]:
     preset), each cell the white-box bound of its ``kind`` audit at each claimed epsilon (the larger of Steinke's and
     the f-DP bound of the same guesses) and the verdict."""
     df = pd.read_csv(folder / "audits.csv", keep_default_na=False, dtype=str)
-    df = df[df["canary"] == kind].rename(columns={"white-box epsilon_lb": "steinke", "white-box f-DP": "fdp"})
+    df = df[df["canary"] == kind].rename(columns={"white-box epsilon_lb": "steinke", "white-box f-DP": "fdp",
+                                                  "relation, design": "relation_design"})
     places = sorted({(r.dataset, r.preset) for r in df.itertuples()})
     lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): the white-box "
              f"test that decides ({kind}: 1,000 canaries, each with an input coordinate of its own) on the row's own "
@@ -160,9 +161,16 @@ def model_audit_table(folder: Path, kind: str = DECISIVE) -> list[str]:
             here = g[(g["dataset"] == place[0]) & (g["preset"] == place[1])]
             cells.append("; ".join(
                 f"eps {r.epsilon}: {max(_first_number(r.steinke), _first_number(r.fdp)):.2f} {r.verdict}"
+                + (f" ({_relation_cell(r)})" if "relation_design" in df.columns else "")
                 for r in here.sort_values("epsilon", key=lambda e: e.astype(float)).itertuples()))
         lines.append(f"| {method} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _relation_cell(row) -> str:
+    """"replace_input, replaced design" from the audit table's "relation, design" cell."""
+    relation, _, design = str(row.relation_design or "").partition(", ")
+    return f"{relation}, {design} design" if design else relation
 
 
 def _first_number(cell: str) -> float:

@@ -147,6 +147,12 @@ class DPSGD(SubsampledGaussianMethod):
         self._augmenter = torch.Generator()
         self._bk = None
         self._noise_source = ""
+        #: the white-box gradient-canary audit's hook (benchmarks/audits/gradient_canaries.py); None outside that
+        #: audit. It takes the canary rows out of each batch before the forward pass (``split``) and puts their
+        #: per-example gradients, on coordinates of their own, beside the batch's (``append_rows`` for Opacus'
+        #: clipping, ``add_clipped_sum`` for book-keeping's), so that this optimizer clips, noises and steps them
+        #: with the real examples' in the same step
+        self.gradient_canaries: Any = None
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
@@ -262,11 +268,14 @@ class DPSGD(SubsampledGaussianMethod):
         Opacus' hooks and ghost modes take an empty batch through the normal path; functorch's vmap cannot,
         so there the per-example gradients are set to empty tensors by hand.
         """
+        canaries = self.gradient_canaries
+        if canaries is not None:
+            x, y = canaries.split(x, y)
         if self.mode == "bk":
             return self._bk_step(model, optimizer, x, y)
         optimizer.zero_grad(set_to_none=True)
         if x.shape[0] == 0 and self.mode == "functorch":
-            _noise_only_step(model, optimizer)
+            _noise_only_step(model, optimizer, canaries)
             self._after_step(model)
             return None
         k = int(self.options["augmult"])
@@ -292,6 +301,8 @@ class DPSGD(SubsampledGaussianMethod):
             _per_example_gradients_in_float32(model)
             if k and n:
                 _average_copies(model, k)
+            if canaries is not None and i == 0:
+                canaries.append_rows(optimizer)
             if i < len(starts) - 1:
                 optimizer.signal_skip_step(do_skip=True)  # clip and add to the sum; no noise, no update yet
             optimizer.step()
@@ -378,6 +389,8 @@ class DPSGD(SubsampledGaussianMethod):
             loss, _ = self._bk.clipped_sum(forward, ys, group=group)
             part = loss * xs.shape[0]
             total = part if total is None else total + part
+        if self.gradient_canaries is not None:
+            self.gradient_canaries.add_clipped_sum()
         optimizer.step()
         self._after_step(model)
         return total / x.shape[0] if n else None
@@ -411,9 +424,12 @@ def _average_copies(model: nn.Module, k: int) -> None:
             p.grad_sample = gs.view(gs.shape[0] // k, k, *gs.shape[1:]).mean(dim=1)
 
 
-def _noise_only_step(model: nn.Module, optimizer) -> None:
-    """Zero per-example gradients for an empty batch, so Opacus clips nothing and adds only noise."""
+def _noise_only_step(model: nn.Module, optimizer, canaries: Any = None) -> None:
+    """Zero per-example gradients for an empty batch, so Opacus clips nothing and adds only noise (to the sampled
+    gradient canaries' own rows, where an audit has them)."""
     for p in model.parameters():
         if p.requires_grad:
             p.grad_sample = torch.zeros((0, *p.shape), dtype=p.dtype, device=p.device)
+    if canaries is not None:
+        canaries.append_rows(optimizer)
     optimizer.step()

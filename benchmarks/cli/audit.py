@@ -38,6 +38,10 @@ def cmd_audit(args: argparse.Namespace) -> int:
                               epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate,
                               model=args.model, model_width=args.model_width, train_examples=args.train_examples,
                               data_dir=args.data_dir, method_options=parse_options(args.option, [method])))
+    if args.canary_kind == "gradient_canaries":
+        return _gradient_canary_audit(args, config)
+    if args.noise_scale is not None:
+        raise ConfigError("--noise-scale is not allowed here: it is for --canary-kind gradient_canaries")
     scale = PATTERN_SCALE if args.pattern_scale is None else args.pattern_scale
     if args.runs is not None:  # every argument checked before the calibration, the data and the store
         score = _check_multi_run(args, config, scale)
@@ -68,7 +72,49 @@ def cmd_audit(args: argparse.Namespace) -> int:
     print(f"{'score':<24}{'threat':<11}{'eps_lb':>8}{'ceiling':>9}{'k':>6}{'correct':>10}")
     for o in result.outcomes:
         threat = "black-box" if o.score in BLACK_BOX else "white-box"
-        print(f"{o.score:<24}{threat:<11}{o.epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>6}{o.correct:>6}/{o.guesses}")
+        ceiling = f"{o.ceiling:>9.3f}" if o.power else f"{'no power':>9}"
+        print(f"{o.score:<24}{threat:<11}{o.epsilon_lb:>8.3f}{ceiling}{o.k:>6}{o.correct:>6}/{o.guesses}")
+    print(f"verdict: {result.verdict()}")
+    return 0
+
+
+def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
+    """``bench audit --canary-kind gradient_canaries``: DP-SGD white-box, m gradient canaries through its whole
+    training (benchmarks/audits/gradient_canaries.py); every argument checked before the calibration and the store."""
+    from inputdp.benchmarks.audits.gradient_canaries import check_gradient_canaries, gradient_canary_audit
+    from inputdp.benchmarks.resolve import check_feasible
+    from inputdp.benchmarks.tracking import MLflowTracker
+    from inputdp.core import names
+    from inputdp.core.config import PerfFlags
+
+    given = [flag for flag, v in (("--runs", args.runs), ("--pattern-scale", args.pattern_scale)) if v is not None]
+    if given or args.score != "auto":
+        raise ConfigError(f"{given[0] if given else '--score'} is not allowed with --canary-kind gradient_canaries: "
+                          "one run, its two scores (likelihood_ratio, last_iterate) fixed")
+    m = 10_000 if args.canaries is None else args.canaries
+    noise_scale = 1.0 if args.noise_scale is None else args.noise_scale
+    check_gradient_canaries(config, m, noise_scale)
+    (resolution,) = check_feasible([config])
+    tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
+    if tracker is not None:
+        tracker.extra_tags.update({
+            names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: resolution.config.match_key(),
+            names.TAG_CONFIG_KEY: f"audit:{resolution.key()}:gradient_canaries:{m}:noise{noise_scale:g}"})
+    out = gradient_canary_audit(resolution, canaries=m, perf=PerfFlags(device=args.device, progress=not args.json),
+                                tracker=tracker, noise_scale=noise_scale)
+    if args.json:
+        print(json.dumps(out.as_json()))
+        return 0
+    broken = f", noise {noise_scale:g} x calibrated (deliberately broken)" if out.broken else ""
+    print(f"dpsgd on {args.dataset} ({args.preset}), claimed epsilon {out.epsilon_claimed:g} under {out.relation} "
+          f"(sigma {out.noise_multiplier_claimed:.4f}; used {out.noise_multiplier_used:.4f}{broken}), {m} gradient "
+          f"canaries ({out.design} design), {out.steps} steps, test accuracy {out.test_accuracy:.4f}")
+    print(f"family: {out.tests} tests at level 0.05/{out.tests} each (2 scores x k grid x Steinke and f-DP)")
+    print(f"{'score':<18}{'steinke':>9}{'f-DP':>8}{'ceiling':>9}{'k':>7}{'correct':>14}")
+    for o in out.outcomes:
+        print(f"{o.score:<18}{o.epsilon_lb:>9.3f}{o.fdp_epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>7}{o.correct:>7}/{o.guesses}")
+    needed = "" if out.epsilon_lb > out.epsilon_claimed else f"; m needed (projected): {out.canaries_needed()}"
+    print(f"epsilon_lb {out.epsilon_lb:.3f} against the claim {out.epsilon_claimed:g}: {out.verdict()}{needed}")
     return 0
 
 
@@ -236,7 +282,11 @@ class Audit:
         p.add_argument("--canary-kind", default="random_pattern",
                        help="mislabeled | random_pattern | blank_patch | exclusive_support | canary_inputs (an input "
                        "coordinate of its own for each canary, appended to every image: the decisive white-box test "
-                       "on any data set and model)")
+                       "on any data set and model) | gradient_canaries (DP-SGD only: m gradients on parameters of "
+                       "their own, through its clipping, noise and every step; default m 10000)")
+        p.add_argument("--noise-scale", type=float, default=None,
+                       help="gradient_canaries: give DP-SGD's optimizer this multiple of the calibrated sigma, the "
+                       "claim kept (default 1; a deliberately broken run, tagged so: 0.5 must be refuted)")
         p.add_argument("--pattern-scale", type=float, default=None,
                        help="random_pattern canaries: pixel spread as a multiple of the data's (default 2)")
         p.add_argument("--score", default="auto",

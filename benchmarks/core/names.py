@@ -46,6 +46,10 @@ TAG_CANARY_KIND = "canary_kind"
 TAG_PATTERN_SCALE = "pattern_scale"
 TAG_AUDIT_MODE = "audit_mode"  # "one_run" (m canaries in one training run) or "multi_run" (N runs, one canary)
 TAG_AUDIT_SCORES = "audit_scores"  # the scores tried, comma-separated
+#: TAG_AUDIT_MODE of DP-SGD's white-box audit: m gradient canaries through its whole training (audits/gradient_canaries.py)
+AUDIT_MODE_GRADIENT_CANARIES = "gradient_canaries"
+#: set (to why) on an audit whose implementation was deliberately given other noise than its claim's: it must be refuted
+TAG_DELIBERATELY_BROKEN = "deliberately_broken"
 TAG_PRIVACY_MECHANISM = "privacy.mechanism"
 TAG_PRIVACY_PROTECTS = "privacy.protects"
 TAG_PRIVACY_SCOPE = "privacy.scope"

@@ -1,0 +1,429 @@
+"""DP-SGD audited through its whole training with white-box gradient canaries (Nasr et al. 2023, "Tight Auditing of
+Differentially Private Machine Learning"; Steinke, Nasr & Jagielski 2023; Cebere, Bellet & Papernot 2025;
+THEORY.md, "Auditing", "Gradient canaries").
+
+m canaries, each a per-example gradient on a coordinate of its own, go through the run's own path: they are rows of
+the training set (so the harness's Poisson sampler draws each with the run's q, every step), the method's clipping
+bounds them to C, the method's optimizer adds its own noise (same generator, same sigma C) to their coordinates and
+steps them (SGD with momentum, the run's learning-rate schedule). The coordinates are m extra parameters that no
+forward output reads: a real example's gradient is 0 there, a canary's is 0 on every real parameter. Canary j's
+gradient is ``RAW_NORM`` C e_j (+ for a canary that is in; under replace_input the excluded canary holds its slot
+with -``RAW_NORM`` C e_j, the worst-case pair), so the clipping, which scales it to norm C, is in the path.
+
+Scores, both fixed before the run and read from the released iterates of canary j's coordinate theta_j alone:
+
+- ``likelihood_ratio`` (every iterate): SGD with momentum mu, learning rate lr_t and weight decay w steps
+  buf_t = mu buf_{t-1} + g_t + w theta_{t-1}, theta_t = theta_{t-1} - lr_t buf_t, so each step's noisy summed
+  gradient is recovered exactly from consecutive iterates: g_t = (theta_{t-1} - theta_t)/lr_t - mu buf_{t-1} -
+  w theta_{t-1}, and z_t = g_t B / C ~ N(s b_t, sigma^2) with B the expected batch the optimizer divides by, b_t
+  ~ Bernoulli(q) the canary's sampling and s = 1 (in), 0 (absent) or -1 (replaced). The score is the sum over steps
+  of the per-step log-likelihood ratio of "in" against "out" under those mixtures:
+  add/remove: log(1 - q + q exp((2 z - 1) / (2 sigma^2))); replace: that minus log(1 - q + q exp((-2 z - 1) /
+  (2 sigma^2))). sigma is the noise multiplier the optimizer uses;
+- ``last_iterate``: -(theta_T - theta_0), the coordinate's total displacement (an in-canary pushes it down).
+
+Each score is read as Steinke et al.'s one-run game (k guessed "in", k "out", the k grid of one_run.k_grid, every
+(score, k, analysis) in one Bonferroni family) and by the f-DP bound of the same guesses (fdp_bound.py); the
+likelihood-ratio score's empirical trade-off curve (false-positive and false-negative rates over thresholds) is kept
+as a table. The m canaries' coordinates are disjoint and the noise on each coordinate independent, so the run's m
+canaries are m independent trials per side, which is what the one-run theorem reads (it needs no independence:
+the bound holds for any guesses made from the output).
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+from torch import nn
+
+from inputdp.core import names
+from inputdp.core.claims import REPLACED
+from inputdp.core.config import PerfFlags, RunConfig
+from inputdp.core.errors import ConfigError
+from inputdp.datasets import TensorData, load_tensor_data
+from inputdp.methods.fast_clipping import BookKeeping
+
+from ..harness import _interrupted, _params_and_tags, prepare, train
+from ..resolve import NOT_RESOLVED, ResolvedRun
+from .one_run import ANALYSES, BETA, ScoreOutcome, audit_relation, bound_for_scores, check_no_holdout, epsilon_lower_bound, k_grid
+
+CANARY_KIND = names.AUDIT_MODE_GRADIENT_CANARIES
+SCORES = ("likelihood_ratio", "last_iterate")
+#: a canary's gradient before clipping, in units of C: above 1, so the method's clipping (not this module) makes it C
+RAW_NORM = 2.0
+#: canary rows in the training data: NaN in every pixel but the first, which holds the canary's index. A run whose
+#: method lacks the hook would put NaN through the model and end Diverged, never silently train on them
+_MARK = float("nan")
+#: thresholds of the empirical trade-off table (quantiles of the pooled scores)
+CURVE_POINTS = 200
+
+
+def check_gradient_canaries(config: RunConfig, canaries: int, noise_scale: float) -> None:
+    """What the audit needs of the run, refused in one line before anything is calibrated or read: DP-SGD, SGD (the
+    inversion of its update), images not augmented by the harness (a crop would move the row mark)."""
+    if config.method != "dpsgd":
+        raise ConfigError(f"canary kind {CANARY_KIND!r} is not allowed for {config.method}: it audits DP-SGD's "
+                          "clipped, noised and stepped gradients; use another --canary-kind")
+    if not (isinstance(canaries, int) and not isinstance(canaries, bool) and canaries >= 2):
+        raise ConfigError(f"canaries={canaries!r} is not allowed: it must be an integer >= 2")
+    if not (isinstance(noise_scale, (int, float)) and math.isfinite(noise_scale) and noise_scale > 0):
+        raise ConfigError(f"noise_scale={noise_scale!r} is not allowed: give a finite number > 0 (1: the calibrated "
+                          "noise)")
+    if config.optimizer != "sgd":
+        raise ConfigError(f"optimizer={config.optimizer} is not allowed with {CANARY_KIND} canaries: the score "
+                          "inverts SGD's momentum update to recover each step's noisy gradient; use --optimizer sgd")
+    if config.augment:
+        raise ConfigError(f"augment=true is not allowed with {CANARY_KIND} canaries: the harness's crop would move "
+                          "the mark of a canary's row; audit the run without augmentation")
+    check_no_holdout(config)
+
+
+# --- the hook DP-SGD calls -----------------------------------------------------------------------------------
+class CanaryGradients:
+    """The hook ``DPSGD.gradient_canaries``: m canary coordinates (the weight of a bias-free nn.Linear(m, 1) that no
+    forward output reads), the rows of the training set that are canaries, and their per-example gradients.
+
+    ``signs[j]``: +1 for canary j's own gradient, -1 for its replacement (replace_input, excluded). Each step the
+    method calls :meth:`split` on the batch, then :meth:`append_rows` (Opacus' modes: per-example rows for the
+    optimizer's own ``clip_and_accumulate``) or :meth:`add_clipped_sum` (book-keeping: the suite's own clipping of
+    those rows into ``summed_grad``)."""
+
+    def __init__(self, m: int, clip: float, signs: torch.Tensor, device: str | torch.device, mode: str):
+        self.layer = nn.Linear(m, 1, bias=False).to(device)
+        nn.init.zeros_(self.layer.weight)
+        self.weight = self.layer.weight
+        self.m, self.clip, self.mode = m, float(clip), mode
+        self.signs = signs.to(device=device, dtype=torch.float32)
+        self._ids = torch.zeros(0, dtype=torch.long, device=device)
+        self._bk = BookKeeping(self.layer, clip) if mode == "bk" else None
+
+    def split(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The batch's real rows; the canary rows' indices are kept for this step."""
+        flat = x.reshape(x.shape[0], -1)
+        mark = torch.isnan(flat[:, 1])
+        self._ids = flat[mark, 0].round().long()
+        return x[~mark], y[~mark]
+
+    def _rows(self) -> torch.Tensor:
+        """(sampled canaries, m): each row RAW_NORM C sign_j e_j, the canary's gradient before clipping."""
+        ids = self._ids
+        rows = torch.zeros((ids.numel(), self.m), device=self.weight.device)
+        rows[torch.arange(ids.numel(), device=ids.device), ids] = RAW_NORM * self.clip * self.signs[ids]
+        return rows
+
+    def append_rows(self, optimizer) -> None:
+        """Opacus: every parameter's per-example gradients get the canary rows (0 on the real parameters, the
+        canary's own gradient on its coordinate; the real rows are 0 on the canaries' coordinates)."""
+        c = self._ids.numel()
+        real = None
+        for p in optimizer.params:
+            if p is self.weight:
+                continue
+            gs = p.grad_sample
+            if isinstance(gs, list):
+                gs = torch.cat(gs)
+            real = gs.shape[0]
+            p.grad_sample = torch.cat([gs, gs.new_zeros((c, *gs.shape[1:]))])
+        if real is None:
+            raise ConfigError("gradient canaries need at least one trainable parameter in the model")
+        own = self.weight.new_zeros((real + c, *self.weight.shape))
+        own[real:, 0] = self._rows()
+        self.weight.grad_sample = own
+
+    def add_clipped_sum(self) -> None:
+        """Book-keeping: the canary rows clipped by the suite's own book-keeping code into the coordinates'
+        ``summed_grad`` (a canary's gradient is 0 on every real parameter, so its norm is its own row's)."""
+        if self._ids.numel() == 0:
+            return
+        rows = self._rows()
+        self._bk.clipped_sum(lambda: self.layer(rows), rows.new_zeros(0),
+                             loss_fn=lambda out, _y: out.sum())
+
+
+# --- the iterates, read step by step ---------------------------------------------------------------------------
+class CanaryTrace:
+    """Called after each step (the harness's ``step_hook``): reads theta_t, recovers each coordinate's noisy summed
+    gradient z_t (in units of C) from consecutive iterates, and adds its log-likelihood ratio. O(m) memory.
+    ``record``: the first ``record`` canaries' z_t and whether they were sampled (for tests), kept per step."""
+
+    def __init__(self, hook: CanaryGradients, optimizer, *, first_row: int, row_canary: torch.Tensor,
+                 sampling_rate: float, noise_multiplier: float, replaced: bool, record: int = 0):
+        self.hook, self.first_row, self.row_canary = hook, first_row, row_canary
+        self.group = next(g for g in optimizer.param_groups if any(p is hook.weight for p in g["params"]))
+        if self.group.get("nesterov") or self.group.get("dampening", 0) or "momentum" not in self.group:
+            raise ConfigError("gradient canaries need plain SGD (momentum without dampening or Nesterov): the score "
+                              "inverts its update")
+        self.expected = float(optimizer.expected_batch_size)
+        self.q, self.sigma, self.replaced = sampling_rate, noise_multiplier, replaced
+        m = hook.m
+        self.theta = torch.zeros(m, dtype=torch.float64)
+        self.buf = torch.zeros(m, dtype=torch.float64)
+        self.llr = torch.zeros(m, dtype=torch.float64)
+        self.sampled = torch.zeros(m, dtype=torch.long)
+        self.steps = 0
+        self.record = record
+        self.z_recorded: list[torch.Tensor] = []
+        self.b_recorded: list[torch.Tensor] = []
+
+    def __call__(self, _step: int, idx: torch.Tensor) -> None:
+        g = self.group
+        lr, mu, wd = float(g["lr"]), float(g["momentum"]), float(g.get("weight_decay", 0.0))
+        now = self.hook.weight.detach()[0].to("cpu", torch.float64)
+        buf = (self.theta - now) / lr
+        grad = buf - mu * self.buf - wd * self.theta
+        z = grad * self.expected / self.hook.clip
+        self.llr += step_log_likelihood_ratio(z, q=self.q, sigma=self.sigma, replaced=self.replaced)
+        self.theta, self.buf = now, buf
+        rows = idx[idx >= self.first_row].cpu() - self.first_row
+        hit = self.row_canary[rows]
+        self.sampled[hit] += 1
+        if self.record:
+            b = torch.zeros(self.hook.m, dtype=torch.bool)
+            b[hit] = True
+            self.z_recorded.append(z[: self.record].clone())
+            self.b_recorded.append(b[: self.record])
+        self.steps += 1
+
+
+def step_log_likelihood_ratio(z: torch.Tensor, *, q: float, sigma: float, replaced: bool) -> torch.Tensor:
+    """log p_in(z) / p_out(z) for one step's z = noisy summed gradient / C on a canary's coordinate.
+
+    in: (1 - q) N(0, sigma^2) + q N(1, sigma^2); out: N(0, sigma^2) (absent) or (1 - q) N(0, sigma^2) + q N(-1,
+    sigma^2) (replaced by the opposite gradient). N(s, sigma^2) / N(0, sigma^2) = exp((2 s z - s^2) / (2 sigma^2)).
+    """
+    lq, l1q = math.log(q), math.log1p(-q)
+    v = 2.0 * sigma * sigma
+    out = torch.logaddexp(torch.full_like(z, l1q), lq + (2.0 * z - 1.0) / v)
+    if replaced:
+        out = out - torch.logaddexp(torch.full_like(z, l1q), lq + (-2.0 * z - 1.0) / v)
+    return out
+
+
+# --- the audit -----------------------------------------------------------------------------------------------
+@dataclass
+class GradientCanaryResult:
+    method: str
+    epsilon_claimed: float
+    delta: float
+    canaries: int
+    relation: str
+    design: str
+    noise_multiplier_claimed: float
+    noise_multiplier_used: float
+    test_accuracy: float
+    outcomes: list[ScoreOutcome]
+    tests: int
+    included: np.ndarray = field(repr=False)
+    scores: dict[str, np.ndarray] = field(repr=False)
+    sampled: np.ndarray = field(repr=False)
+    steps: int = 0
+    sampling_rate: float = 0.0
+    run_id: str | None = None
+    trace: CanaryTrace | None = field(default=None, repr=False)
+
+    @property
+    def best(self) -> ScoreOutcome:
+        return max(self.outcomes, key=lambda o: max(o.epsilon_lb, o.fdp_epsilon_lb))
+
+    @property
+    def epsilon_lb(self) -> float:
+        """The larger of the two analyses' bounds over every score (both are in the Bonferroni family)."""
+        return max(max(o.epsilon_lb, o.fdp_epsilon_lb) for o in self.outcomes)
+
+    @property
+    def broken(self) -> bool:
+        """The implementation was given other noise than the claim's: a deliberately broken run."""
+        return not math.isclose(self.noise_multiplier_used, self.noise_multiplier_claimed, rel_tol=1e-9)
+
+    def verdict(self) -> str:
+        if self.epsilon_lb > self.epsilon_claimed:
+            return "refuted"
+        return f"not refuted ({self.epsilon_lb / self.epsilon_claimed:.2f} of the claim)"
+
+    def trade_off(self, score: str = "likelihood_ratio", points: int = CURVE_POINTS) -> list[dict[str, float]]:
+        """The empirical trade-off curve of a score: for thresholds at quantiles of the pooled scores, guessing "in"
+        above the threshold, the false-positive rate (out guessed in) and false-negative rate (in guessed out)."""
+        s, inc = self.scores[score], self.included
+        thresholds = np.unique(np.quantile(s, np.linspace(0.0, 1.0, points)))
+        rows = []
+        for t in thresholds:
+            guess = s > t
+            rows.append({"threshold": float(t), "fpr": float(guess[~inc].mean()), "fnr": float((~guess[inc]).mean())})
+        return rows
+
+    def canaries_needed(self, beta: float = BETA) -> int | None:
+        """The smallest m at which the best measured test (its k as a fraction of m, its rate of right guesses)
+        would, at those expected counts, put Steinke et al.'s bound above the claim (None: none up to 10^8). A
+        projection from the measured trade-off, not a bound."""
+        best = None
+        for o in self.outcomes:
+            if not o.guesses:
+                continue
+            frac, rate = o.k / self.canaries, o.correct / o.guesses
+            lo, hi = self.canaries, self.canaries
+            while hi <= 10**8 and not self._beats(hi, frac, rate, beta):
+                lo, hi = hi, 2 * hi
+            if hi > 10**8:
+                continue
+            while hi - lo > max(1, lo // 100):
+                mid = (lo + hi) // 2
+                lo, hi = (lo, mid) if self._beats(mid, frac, rate, beta) else (mid, hi)
+            best = hi if best is None else min(best, hi)
+        return best
+
+    def _beats(self, m: int, frac: float, rate: float, beta: float) -> bool:
+        r = 2 * max(1, int(frac * m))
+        return epsilon_lower_bound(r=r, v=int(rate * r), m=m, delta=self.delta,
+                                   beta=beta / self.tests) > self.epsilon_claimed
+
+    def as_json(self) -> dict[str, Any]:
+        b = self.best
+        return {
+            "method": self.method, "epsilon_claimed": self.epsilon_claimed, "delta": self.delta,
+            names.TAG_CANARY_KIND: CANARY_KIND, "canaries": self.canaries, "relation": self.relation,
+            "design": self.design, "noise_multiplier_claimed": self.noise_multiplier_claimed,
+            "noise_multiplier_used": self.noise_multiplier_used, "deliberately_broken": self.broken,
+            names.METRIC_TEST_ACCURACY: self.test_accuracy, "steps": self.steps, "tests": self.tests,
+            names.METRIC_EPSILON_LB: self.epsilon_lb, "verdict": self.verdict(), "best_score": b.score,
+            "mean_times_sampled": float(self.sampled.mean()), "run_id": self.run_id,
+            "per_score": {o.score: {"steinke_epsilon_lb": o.epsilon_lb, "steinke_ceiling": o.ceiling, "k": o.k,
+                                    "guesses": o.guesses, "correct": o.correct, "fdp_epsilon_lb": o.fdp_epsilon_lb,
+                                    "fdp_ceiling": o.fdp_ceiling, "gdp_mu_lb": o.gdp_mu_lb}
+                          for o in self.outcomes},
+        }
+
+
+def count_tests(m: int) -> int:
+    """The Bonferroni family: every score, every k of the grid, each read by Steinke's and the f-DP analysis."""
+    return ANALYSES * len(SCORES) * len(k_grid(m))
+
+
+def canary_training_set(data: TensorData, signs: torch.Tensor) -> tuple[TensorData, torch.Tensor]:
+    """The base data with one marked row per canary that is in the run (add/remove: the included canaries;
+    replace: every canary, in or replaced); returns the data and, per appended row, its canary's index."""
+    rows = torch.nonzero(signs != 0).flatten()
+    x = torch.full((rows.numel(), *data.shape), _MARK, dtype=data.x_train.dtype, device=data.x_train.device)
+    x.view(rows.numel(), -1)[:, 0] = rows.to(x.device, x.dtype)
+    y = torch.zeros(rows.numel(), dtype=data.y_train.dtype, device=data.y_train.device)
+    return TensorData(data.info, torch.cat([data.x_train, x]), torch.cat([data.y_train, y]), data.x_test,
+                      data.y_test, notes=data.notes), rows
+
+
+def gradient_canary_audit(resolved: ResolvedRun, *, canaries: int = 10_000, perf: PerfFlags | None = None,
+                          tracker=None, data: TensorData | None = None, beta: float = BETA,
+                          noise_scale: float = 1.0, record: int = 0) -> GradientCanaryResult:
+    """Train ``resolved`` (DP-SGD) once with m gradient canaries, each in with probability 1/2 (a seeded coin),
+    and bound epsilon from their coordinates' iterates. ``noise_scale`` != 1 gives the optimizer that multiple of
+    the calibrated sigma while the claim is kept: a deliberately broken run, tagged so in the store."""
+    if not isinstance(resolved, ResolvedRun):
+        raise TypeError(NOT_RESOLVED.format(where="gradient_canary_audit", got=type(resolved).__name__))
+    check_gradient_canaries(resolved.config, canaries, noise_scale)
+    config = resolved.config
+    perf = perf or PerfFlags(progress=False)
+    if data is None:
+        data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=perf.resolve_device(),
+                                train_examples=config.train_examples, test_examples=config.test_examples)
+    relation = audit_relation(resolved.claim)
+    replaced = relation.excluded == REPLACED
+    included = (torch.rand(canaries, generator=torch.Generator().manual_seed(30_000 + config.seed)) < 0.5)
+    signs = torch.where(included, 1.0, -1.0 if replaced else 0.0)
+    train_data, row_canary = canary_training_set(data, signs)
+    p = prepare(resolved, perf, train_data)
+    method = p.method
+    if getattr(method, "mode", None) not in ("hooks", "functorch", "bk"):
+        raise ConfigError(f"grad_sample_mode={getattr(method, 'mode', None)} is not allowed with {CANARY_KIND} "
+                          "canaries: Opacus' ghost clipping forms no per-example gradients to put the canaries' "
+                          "beside; use --option dpsgd.grad_sample_mode=hooks")
+    if getattr(p.model, "frontend", None) is not None or getattr(method.unwrap(p.model), "frontend", None) is not None:
+        raise ConfigError(f"model {config.model} is not allowed with {CANARY_KIND} canaries: its fixed frontend maps "
+                          "the canaries' marked rows before DP-SGD sees them")
+    hook = CanaryGradients(canaries, method.options["max_grad_norm"], signs, p.device, method.mode)
+    inner = getattr(p.optimizer, "original_optimizer", p.optimizer)
+    inner.add_param_group({"params": [hook.weight]})
+    claimed_sigma = float(p.optimizer.noise_multiplier)
+    p.optimizer.noise_multiplier = claimed_sigma * noise_scale
+    method.gradient_canaries = hook
+    trace = CanaryTrace(hook, p.optimizer, first_row=data.train_size, row_canary=row_canary,
+                        sampling_rate=config.privacy.sampling_rate, noise_multiplier=float(p.optimizer.noise_multiplier),
+                        replaced=replaced, record=record)
+    held = tracker
+    if held is not None:
+        held.extra_tags.update({names.TAG_AUDIT_MODE: CANARY_KIND, names.TAG_CANARY_KIND: CANARY_KIND})
+        if noise_scale != 1.0:
+            held.extra_tags[names.TAG_DELIBERATELY_BROKEN] = (
+                f"the optimizer's noise is {noise_scale:g} x the calibrated sigma (the claim kept): must be refuted")
+    params, tags = _params_and_tags(p)
+    params[names.PARAM_NOISE_SCALE] = noise_scale
+    callback = held
+    try:
+        if callback is not None:
+            callback.on_start(p.config, params, tags)
+        result = train(p, perf, callback, trace)
+    except BaseException:
+        if callback is not None:
+            callback.on_end({}, "KILLED" if _interrupted() else "FAILED")
+        raise
+    try:
+        out = _score(resolved, trace, included.numpy(), result, claimed_sigma, beta, relation)
+        out.run_id = getattr(tracker, "run_id", None)
+        if tracker is not None and tracker.run_id is not None:
+            _log(tracker, out)
+    except BaseException:
+        if callback is not None:
+            callback.on_end(result.metrics, "FAILED")
+        raise
+    if callback is not None:
+        callback.on_end(result.metrics, "FINISHED")
+    return out
+
+
+def _score(resolved: ResolvedRun, trace: CanaryTrace, included: np.ndarray, result, claimed_sigma: float,
+           beta: float, relation) -> GradientCanaryResult:
+    config = resolved.config
+    m = len(included)
+    scores = {"likelihood_ratio": trace.llr.numpy(), "last_iterate": (-trace.theta).numpy()}
+    n_tests = count_tests(m)
+    delta = config.privacy.delta
+    outcomes = [bound_for_scores(scores[s], included, delta=delta, beta=beta, n_tests=n_tests, score=s)
+                for s in SCORES]
+    return GradientCanaryResult(
+        config.method, config.privacy.epsilon, delta, m, relation.key, relation.excluded, claimed_sigma,
+        trace.sigma, result.metrics[names.METRIC_FINAL_TEST_ACCURACY], outcomes, n_tests, included, scores,
+        trace.sampled.numpy(), trace.steps, config.privacy.sampling_rate, trace=trace)
+
+
+def trade_off_csv(out: GradientCanaryResult) -> str:
+    """The likelihood-ratio score's empirical trade-off curve as CSV (threshold, fpr, fnr)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=["threshold", "fpr", "fnr"])
+    writer.writeheader()
+    writer.writerows(out.trade_off())
+    return buf.getvalue()
+
+
+def _log(tracker, out: GradientCanaryResult) -> None:
+    """The bounds under the one-run audits' metric names (the leaderboard reads them), the white-box threat's."""
+    best = max(out.outcomes, key=lambda o: o.epsilon_lb)
+    metrics = {names.METRIC_EPSILON_LB: best.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: best.ceiling,
+               names.METRIC_AUDIT_GUESSES: best.guesses, names.METRIC_AUDIT_CORRECT: best.correct,
+               names.METRIC_AUDIT_TESTS: out.tests,
+               names.METRIC_THREAT_BOUND.format("white_box"): best.epsilon_lb,
+               names.METRIC_THREAT_CEILING.format("white_box"): best.ceiling,
+               names.METRIC_THREAT_FDP_BOUND.format("white_box"): max(o.fdp_epsilon_lb for o in out.outcomes),
+               names.METRIC_THREAT_FDP_CEILING.format("white_box"): max(o.fdp_ceiling for o in out.outcomes),
+               names.METRIC_THREAT_GDP_MU.format("white_box"): max(o.gdp_mu_lb for o in out.outcomes)}
+    for o in out.outcomes:
+        metrics[names.METRIC_AUDIT_SCORE_BOUND.format(o.score)] = o.epsilon_lb
+        metrics[names.METRIC_AUDIT_SCORE_CEILING.format(o.score)] = o.ceiling
+    tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: CANARY_KIND,
+                                  names.TAG_AUDIT_MODE: CANARY_KIND, names.TAG_AUDIT_RELATION: out.relation,
+                                  names.TAG_AUDIT_DESIGN: out.design, names.TAG_AUDIT_SCORES: ",".join(SCORES)})
+    client = getattr(tracker, "client", None)
+    if client is not None:
+        client.log_text(tracker.run_id, trade_off_csv(out), "gradient_canaries_trade_off.csv")

@@ -1,0 +1,171 @@
+"""DP-SGD's white-box gradient-canary audit (benchmarks/audits/gradient_canaries.py): the recovered per-step gradient
+against the one the optimizer applied (exact) and against its law (pure noise when absent, +C / -C when sampled), the
+per-step likelihood ratio against the two mixtures' densities, and the verdicts: half the sigma refuted, the right
+sigma not, on seeded runs (the run's seed fixes the noise) of a few seconds."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+from torch.optim.optimizer import register_optimizer_step_pre_hook
+
+from inputdp.benchmarks.audits.gradient_canaries import (
+    RAW_NORM,
+    CanaryGradients,
+    canary_training_set,
+    check_gradient_canaries,
+    gradient_canary_audit,
+    step_log_likelihood_ratio,
+)
+from inputdp.benchmarks.cli import main as cli_main
+from inputdp.benchmarks.resolve import resolve
+from inputdp.core.errors import ConfigError
+from inputdp.datasets import load_tensor_data
+
+from .helpers import QUIET, smoke_config
+
+RECORD = 200
+
+
+@pytest.fixture(scope="module")
+def tiny():
+    return load_tensor_data("synthetic", train_examples=200, test_examples=100)
+
+
+def _run(tiny, adjacency: str, *, applied: list | None = None, **kw):
+    cfg = smoke_config("dpsgd", epsilon=4.0, steps=60, sampling_rate=0.1, model_width=4,
+                       method_options={"dpsgd": {"adjacency": adjacency, **kw}})
+    hook = None
+    if applied is not None:  # the gradient the optimizer itself gives SGD on the canaries' coordinates, each step
+        def before_step(optimizer, _args, _kwargs):
+            for group in optimizer.param_groups:
+                for p in group["params"]:
+                    if p.shape == (1, 1000):
+                        applied.append(p.grad[0, :RECORD].double().clone())
+        hook = register_optimizer_step_pre_hook(before_step)
+    try:
+        return gradient_canary_audit(resolve(cfg), canaries=1000, perf=QUIET, data=tiny, record=RECORD)
+    finally:
+        if hook is not None:
+            hook.remove()
+
+
+@pytest.fixture(scope="module")
+def replaced(tiny):
+    applied: list = []
+    return _run(tiny, "replace_input", applied=applied), applied
+
+
+@pytest.fixture(scope="module")
+def absent(tiny):
+    return _run(tiny, "add_remove")
+
+
+def _recorded(out):
+    z = torch.stack(out.trace.z_recorded).numpy()  # (steps, RECORD)
+    b = torch.stack(out.trace.b_recorded).numpy()
+    inc = np.broadcast_to(out.included[:RECORD], z.shape)
+    return z, b, inc
+
+
+def test_the_recovered_gradient_is_the_one_the_optimizer_applied(replaced):
+    out, applied = replaced
+    z = torch.stack(out.trace.z_recorded)
+    expected = out.trace.expected
+    assert len(applied) == out.steps == z.shape[0] == 60
+    got = z * out.trace.hook.clip / expected  # back to what SGD was given: (clipped sum + noise) / B
+    torch.testing.assert_close(got, torch.stack(applied), rtol=0, atol=2e-6)
+
+
+def test_an_absent_canary_reads_pure_noise_and_an_included_one_shifts_by_c_when_sampled(absent):
+    z, b, inc = _recorded(absent)
+    sigma = absent.noise_multiplier_used
+    out_z = z[~inc]  # never a row of the data: every step is N(0, sigma^2) in units of C
+    assert not b[~inc].any()
+    n = out_z.size
+    assert abs(out_z.mean()) < 5 * sigma / math.sqrt(n)
+    assert abs(out_z.std() / sigma - 1) < 5 / math.sqrt(2 * n)
+    shifted = z[b & inc]
+    assert shifted.size > 100
+    # clipped from RAW_NORM C to C by the method's own clipping: a shift of 1 (C), not RAW_NORM
+    assert abs(shifted.mean() - 1.0) < 5 * sigma / math.sqrt(shifted.size)
+    # the harness's sampler draws each included canary's row with the run's q
+    q, steps = absent.sampling_rate, absent.steps
+    counts = absent.sampled[absent.included]
+    assert abs(counts.mean() - q * steps) < 5 * math.sqrt(q * (1 - q) * steps / counts.size)
+    assert (absent.sampled[~absent.included] == 0).all()
+
+
+def test_the_replace_design_gives_the_excluded_canary_the_opposite_gradient(replaced, tiny):
+    out, _ = replaced
+    z, b, inc = _recorded(out)
+    sigma = out.noise_multiplier_used
+    for side, sign in ((inc, 1.0), (~inc, -1.0)):
+        hit = z[b & side]
+        assert abs(hit.mean() - sign) < 5 * sigma / math.sqrt(hit.size)
+    # every canary holds a row (n the same in both worlds), each sampled with the run's q
+    counts = out.sampled
+    assert abs(counts.mean() - out.sampling_rate * out.steps) < 5 * math.sqrt(out.sampling_rate * out.steps / 1000)
+    signs = torch.tensor([1.0, -1.0, 0.0, 1.0])
+    data, rows = canary_training_set(tiny, signs)
+    assert rows.tolist() == [0, 1, 3] and data.train_size == tiny.train_size + 3
+    hook = CanaryGradients(4, 0.5, signs, "cpu", "hooks")
+    hook.split(data.x_train[-3:], data.y_train[-3:])
+    assert torch.equal(hook._rows(), RAW_NORM * 0.5 * torch.tensor(
+        [[1.0, 0, 0, 0], [0, -1.0, 0, 0], [0, 0, 0, 1.0]]))
+
+
+@pytest.mark.parametrize("replace", [False, True])
+def test_the_step_likelihood_ratio_is_the_mixtures_density_ratio(replace):
+    z = torch.linspace(-4, 5, 37, dtype=torch.float64)
+    q, sigma = 0.03, 0.7
+    got = step_log_likelihood_ratio(z, q=q, sigma=sigma, replaced=replace).numpy()
+    x = z.numpy()
+    p_in = (1 - q) * stats.norm.pdf(x, 0, sigma) + q * stats.norm.pdf(x, 1, sigma)
+    p_out = (1 - q) * stats.norm.pdf(x, 0, sigma) + q * stats.norm.pdf(x, -1, sigma) if replace else \
+        stats.norm.pdf(x, 0, sigma)
+    np.testing.assert_allclose(got, np.log(p_in / p_out), rtol=1e-9, atol=1e-12)
+
+
+def _verdict(tiny, scale: float):
+    cfg = smoke_config("dpsgd", epsilon=1.0, steps=200, sampling_rate=0.01, model_width=4)
+    return gradient_canary_audit(resolve(cfg), canaries=16_000, perf=QUIET, data=tiny, noise_scale=scale)
+
+
+@pytest.mark.slow
+def test_half_the_sigma_is_refuted_and_the_right_sigma_is_not(tiny):
+    honest = _verdict(tiny, 1.0)
+    assert honest.epsilon_lb < honest.epsilon_claimed and not honest.broken
+    half = _verdict(tiny, 0.5)
+    assert half.broken and half.noise_multiplier_used == pytest.approx(honest.noise_multiplier_used / 2)
+    assert half.epsilon_lb > half.epsilon_claimed, half.as_json()
+    assert half.verdict() == "refuted"
+
+
+def test_refusals_in_one_line(tiny):
+    with pytest.raises(ConfigError, match="not allowed for dirichlet_softmax"):
+        check_gradient_canaries(smoke_config("dirichlet_softmax"), 100, 1.0)
+    with pytest.raises(ConfigError, match="optimizer=adam"):
+        check_gradient_canaries(smoke_config("dpsgd", optimizer="adam"), 100, 1.0)
+    with pytest.raises(ConfigError, match="noise_scale=0"):
+        check_gradient_canaries(smoke_config("dpsgd"), 100, 0)
+    with pytest.raises(ConfigError, match="canaries=1 "):
+        check_gradient_canaries(smoke_config("dpsgd"), 1, 1.0)
+    cfg = smoke_config("dpsgd", method_options={"dpsgd": {"grad_sample_mode": "ghost"}})
+    with pytest.raises(ConfigError, match="grad_sample_mode=ghost"):
+        gradient_canary_audit(resolve(cfg), canaries=10, perf=QUIET, data=tiny)
+
+
+def test_the_cli_audit(capsys):
+    rc = cli_main(["audit", "--method", "dpsgd", "--dataset", "synthetic", "--preset", "smoke", "--canaries", "200",
+                   "--canary-kind", "gradient_canaries", "--steps", "10", "--train-examples", "200", "--no-track",
+                   "--device", "cpu", "--option", "dpsgd.grad_sample_mode=hooks"])
+    text = capsys.readouterr().out
+    assert rc == 0 and "200 gradient canaries (absent design), 10 steps" in text and "likelihood_ratio" in text
+    with pytest.raises(ConfigError, match="--noise-scale is not allowed here"):
+        cli_main(["audit", "--method", "dpsgd", "--dataset", "synthetic", "--preset", "smoke", "--noise-scale",
+                  "0.5", "--no-track"])

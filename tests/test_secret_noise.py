@@ -152,3 +152,14 @@ def test_dpsgd_takes_the_global_seeded_stream_or_a_secret_generator():
     a, b = one._noise_generator(), two._noise_generator()
     assert not torch.equal(torch.randn(50, generator=a), torch.randn(50, generator=b))
     assert one.describe()["secure_noise"] == noise.secret_source()
+
+
+def test_dp_least_squares_scope_says_how_its_estimator_was_chosen_and_what_is_not_charged():
+    default = create_method("dp_least_squares")
+    default.calibrate(SPEC)
+    scope = default.claim().scope
+    assert "selection among 6 (psd, ridge) settings on Fashion-MNIST" in scope and "not charged" in scope
+    for own in ({"ridge": 0.25}, {"psd": False, "ridge": 2.0}, {"split": 0.7}):
+        m = create_method("dp_least_squares", own)
+        m.calibrate(SPEC)
+        assert m.claim().scope.endswith("the epsilon excludes however they were chosen"), own

@@ -174,6 +174,7 @@ class PATE(Method):
             steps=self.options["queries"], epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
             accountant="gnmax_data_independent_rdp",
             adjacency="add/remove or replace one example (either moves one teacher's vote per query)",
+            relation="add_remove",  # the audits test the add/remove half: an excluded canary is absent
             scope=("the student model and every released label: the private training set's inputs and labels "
                    "(data-independent bound over all queries, each a noised vote histogram: an aggregate); needs "
                    "public unlabeled inputs"),

@@ -201,7 +201,7 @@ class DPSGD(SubsampledGaussianMethod):
                 p.requires_grad_(False)
             self._ema_steps = 0
         self.mode = mode
-        generator = self._noise_generator()
+        generator = self._noise_generator(setup.device)
         expected = max(1, round(spec.sampling_rate * setup.train_size))
         if mode == "bk":
             self._bk = BookKeeping(model, self.options["max_grad_norm"])
@@ -222,16 +222,17 @@ class DPSGD(SubsampledGaussianMethod):
             self._criterion = DPLossFastGradientClipping(module, dp_optimizer, nn.CrossEntropyLoss(), "mean")
         return module, dp_optimizer
 
-    def _noise_generator(self) -> torch.Generator | None:
+    def _noise_generator(self, device: str | torch.device = "cpu") -> torch.Generator | None:
         """None (the run's seeded global stream) unless ``secure_mode``: then Opacus' floating-point-safe sampling
         (four draws per coordinate, Holohan & Braghin 2021) from torchcsprng's /dev/urandom generator where it is
         installed, else from a generator seeded by /dev/urandom (unpredictable, but not a CSPRNG: said in the run's
-        description). Either way the run is no longer reproducible from its seed."""
+        description). Either way the run is no longer reproducible from its seed. The generator lives on the
+        parameters' ``device``: Opacus draws the noise there with it (torch refuses a CPU generator for a CUDA draw)."""
         if not self.options["secure_mode"]:
             self._noise_source = ""
             return None
         self._noise_source = noise.secret_source()
-        return noise.torch_generator(0, secure=True)
+        return noise.torch_generator(0, secure=True, device=device)
 
     def unwrap(self, model: nn.Module) -> nn.Module:
         """Opacus' GradSampleModule keeps the user's model as ``_module``."""

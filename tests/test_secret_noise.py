@@ -146,12 +146,17 @@ def test_pate_draws_its_votes_noise_from_the_generator_secure_mode_asks_for(secu
     assert asked == [(11, secure)]
 
 
-def test_dpsgd_takes_the_global_seeded_stream_or_a_secret_generator():
+def test_dpsgd_takes_the_global_seeded_stream_or_a_secret_generator(monkeypatch):
     assert create_method("dpsgd")._noise_generator() is None
     one, two = create_method("dpsgd", {"secure_mode": True}), create_method("dpsgd", {"secure_mode": True})
     a, b = one._noise_generator(), two._noise_generator()
     assert not torch.equal(torch.randn(50, generator=a), torch.randn(50, generator=b))
     assert one.describe()["secure_noise"] == noise.secret_source()
+    # made where the parameters are (Opacus draws the noise there with it): the device the harness names
+    seen = {}
+    monkeypatch.setattr(noise, "torch_generator", lambda seed, *, secure, device="cpu": seen.setdefault("d", device))
+    one._noise_generator("cuda:0")
+    assert seen["d"] == "cuda:0"
 
 
 def test_dp_least_squares_scope_says_how_its_estimator_was_chosen_and_what_is_not_charged():

@@ -160,12 +160,35 @@ def test_refusals_in_one_line(tiny):
         gradient_canary_audit(resolve(cfg), canaries=10, perf=QUIET, data=tiny)
 
 
+@pytest.mark.slow
 def test_the_cli_audit(capsys):
     rc = cli_main(["audit", "--method", "dpsgd", "--dataset", "synthetic", "--preset", "smoke", "--canaries", "200",
                    "--canary-kind", "gradient_canaries", "--steps", "10", "--train-examples", "200", "--no-track",
                    "--device", "cpu", "--option", "dpsgd.grad_sample_mode=hooks"])
     text = capsys.readouterr().out
     assert rc == 0 and "200 gradient canaries (absent design), 10 steps" in text and "likelihood_ratio" in text
-    with pytest.raises(ConfigError, match="--noise-scale is not allowed here"):
-        cli_main(["audit", "--method", "dpsgd", "--dataset", "synthetic", "--preset", "smoke", "--noise-scale",
-                  "0.5", "--no-track"])
+    rc = cli_main(["audit", "--method", "dpsgd", "--dataset", "synthetic", "--preset", "smoke", "--noise-scale",
+                   "0.5", "--no-track"])
+    assert rc != 0 and "--noise-scale is not allowed here" in capsys.readouterr().err
+
+
+def test_the_projected_number_of_canaries():
+    """The smallest m on the 1.25x grid whose expected counts (the measured test's k / m and rate of right guesses) put
+    Steinke's bound above the claim: above at the m returned, not at the grid point below; none where the rate cannot
+    beat e^eps / (1 + e^eps)."""
+    from inputdp.benchmarks.audits.gradient_canaries import GradientCanaryResult
+    from inputdp.benchmarks.audits.one_run import ScoreOutcome, epsilon_lower_bound
+
+    def result(correct: int) -> GradientCanaryResult:
+        return GradientCanaryResult("dpsgd", 2.0, 1e-5, 200, "add_remove", "absent", 1.0, 1.0, 0.5,
+                                    [ScoreOutcome("likelihood_ratio", 0.0, 0.0, 20, 40, correct)], 28,
+                                    np.zeros(200, bool), {}, np.zeros(200))
+
+    def bound(mm: int) -> float:
+        r = 2 * max(1, int(mm / 10))
+        return epsilon_lower_bound(r=r, v=int(0.975 * r), m=mm, delta=1e-5, beta=0.05 / 28)
+
+    m = result(39).canaries_needed()  # 97.5% right among 2k = m/5 guesses
+    assert m is not None and m > 200
+    assert bound(m) > 2.0 and bound(math.ceil(m / 1.25)) <= 2.0
+    assert result(35).canaries_needed() is None  # 87.5% right: e^2 / (1 + e^2) = 88.1% is out of reach at any m

@@ -60,6 +60,8 @@ RAW_NORM = 2.0
 #: canary rows in the training data: NaN in every pixel but the first, which holds the canary's index. A run whose
 #: method lacks the hook would put NaN through the model and end Diverged, never silently train on them
 _MARK = float("nan")
+#: the largest m :meth:`GradientCanaryResult.canaries_needed` projects to
+MAX_PROJECTED = 10**6
 #: thresholds of the empirical trade-off table (quantiles of the pooled scores)
 CURVE_POINTS = 200
 
@@ -258,23 +260,21 @@ class GradientCanaryResult:
         return rows
 
     def canaries_needed(self, beta: float = BETA) -> int | None:
-        """The smallest m at which the best measured test (its k as a fraction of m, its rate of right guesses)
-        would, at those expected counts, put Steinke et al.'s bound above the claim (None: none up to 10^8). A
+        """The smallest m (on a grid of steps of 1.25x from this audit's m) at which the best measured test, its k as a
+        fraction of m and its rate of right guesses, would at those expected counts put Steinke et al.'s bound above
+        the claim; None: none up to ``MAX_PROJECTED``, or a rate at most e^eps / (1 + e^eps), which no m lifts above
+        eps. The bound is not monotone in m (its 2 m delta term grows with m), hence a scan, not a bisection. A
         projection from the measured trade-off, not a bound."""
         best = None
         for o in self.outcomes:
-            if not o.guesses:
+            if not o.guesses or o.correct / o.guesses <= 1.0 / (1.0 + math.exp(-self.epsilon_claimed)):
                 continue
-            frac, rate = o.k / self.canaries, o.correct / o.guesses
-            lo, hi = self.canaries, self.canaries
-            while hi <= 10**8 and not self._beats(hi, frac, rate, beta):
-                lo, hi = hi, 2 * hi
-            if hi > 10**8:
-                continue
-            while hi - lo > max(1, lo // 100):
-                mid = (lo + hi) // 2
-                lo, hi = (lo, mid) if self._beats(mid, frac, rate, beta) else (mid, hi)
-            best = hi if best is None else min(best, hi)
+            m = self.canaries
+            while m <= MAX_PROJECTED and (best is None or m < best):
+                if self._beats(m, o.k / self.canaries, o.correct / o.guesses, beta):
+                    best = m
+                    break
+                m = math.ceil(1.25 * m)
         return best
 
     def _beats(self, m: int, frac: float, rate: float, beta: float) -> bool:

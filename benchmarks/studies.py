@@ -192,7 +192,7 @@ def _finished(mlflow_client, exp: str, key: str) -> bool:
 
 def audit_key(r: ResolvedRun, plan: AuditPlan) -> str:
     """The store key of a one-run audit of ``r`` (what ``bench audit`` tags it with)."""
-    return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}{design_suffix(r)}"
+    return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}{design_suffix(r.claim)}"
 
 
 def audited(runs: Sequence[ResolvedRun]) -> list[ResolvedRun]:

@@ -66,7 +66,7 @@ def test_every_private_method_claims_a_relation_the_audit_reads(method, options)
     rel = r.claim.relation
     assert isinstance(rel, Relation), f"{method} {options}: its claim names no relation ({r.claim.adjacency!r})"
     assert audit_relation(r.claim) is rel
-    assert design_suffix(r) == (":replaced" if rel.excluded == REPLACED else "")
+    assert design_suffix(r.claim) == (":replaced" if rel.excluded == REPLACED else "")
     if "adjacency" in options:
         assert rel.key == options["adjacency"]
 

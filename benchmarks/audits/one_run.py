@@ -432,11 +432,11 @@ def with_canaries(canaries: Canaries, *, relation: Relation) -> TensorData:
                       b.x_test, b.y_test)
 
 
-def design_suffix(r: ResolvedRun) -> str:
-    """What an audit's store key adds for its design: nothing for add/remove (the design every audit had before
-    the relation was read), ":replaced" for a replace relation, so an audit made with the absent design is never
-    taken for one under the claim's relation."""
-    return ":replaced" if audit_relation(r.claim).excluded == REPLACED else ""
+def design_suffix(claim) -> str:
+    """What an audit's store key adds for its claim's design: nothing for add/remove (the design every audit had
+    before the relation was read), ":replaced" for a replace relation, so an audit made with the absent design is
+    never taken for one under the claim's relation."""
+    return ":replaced" if audit_relation(claim).excluded == REPLACED else ""
 
 
 def audit_relation(claim) -> Relation:

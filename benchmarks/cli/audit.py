@@ -58,7 +58,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
         tracker.extra_tags.update({
             names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
             names.TAG_CONFIG_KEY: f"audit:{resolution.key()}:{args.canary_kind}:{args.canaries}:{scale:g}"
-                                  f"{design_suffix(resolution)}",
+                                  f"{design_suffix(resolution.claim)}",
             names.TAG_PATTERN_SCALE: f"{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)
     result = audit(resolution, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,

@@ -822,7 +822,10 @@ AUDIT_NOTE = (
     "gaussian_penultimate no epsilon is a guarantee of any output of the training: methods/THEORY.md, 'Per-example "
     "releases under Poisson sampling'; their rows also carry the rigorous lower bound on what their released "
     "vectors spend, 'vectors spend at least'). 'Not refuted' proves nothing; the ceiling is the largest bound those "
-    "audits could have shown.")
+    "audits could have shown. 'No power': no test's guesses could depend on the run (every fixed guess on one side), "
+    "so its count is the inclusion coins and no ceiling is shown. Every audit builds its neighbouring pairs under "
+    "its claim's relation ('relation, design': absent canaries for add/remove, replaced in their slots for "
+    "replace_input); an audit whose design is not its row's claim's is not counted in the leaderboard.")
 
 
 VIEW_NOTE = (

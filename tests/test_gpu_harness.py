@@ -49,9 +49,9 @@ def test_dirichlet_under_bf16_draws_its_gammas_in_float32(monkeypatch):
     monkeypatch.setattr(ds, "Gamma", Recording)
     real_nll = ds.dirichlet_nll
 
-    def nll(logits, y, r, alpha, observe=None):
+    def nll(logits, y, r, alpha, observe=None, generator=None):
         seen["logits"] = logits.dtype
-        out = real_nll(logits, y, r, alpha, observe)
+        out = real_nll(logits, y, r, alpha, observe, generator)
         seen["loss"] = out.dtype
         return out
 

@@ -520,26 +520,45 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
                 decides = str(got.loc[got[f"best_{threat}"].astype(float).idxmax(), f"decides_{threat}"])
         word, text = _mechanism_verdict(_same_mechanism(mech, r)) if math.isfinite(claimed) else ("", "")
         board.loc[i, "mechanism audit"] = text
-        under = _under(r)
-        model_said = (f"not refuted (ceiling {ceiling:.2f}){under}" if powered
-                      else f"no power{under}: every test's guesses were fixed on one side or its scores all equal")
-        if not math.isfinite(claimed):
-            audited = "no claim (reference)" if best_threat else ""
-        elif best_threat and best_lb > claimed:
-            audited = (f"claim refuted for the released model ({best_threat.replace('_', '-')} {best_lb:.2f} > "
-                       f"{claimed:g}, {decides}){under}")
-        elif word == "refuted":
-            audited = f"claim {text}"
-        elif word == "tight":
-            audited = text + (f"; the model's audit: {model_said}" if best_threat else "; the model not audited")
-        elif not best_threat:
-            audited = "not audited" + (under if other_design else "") + (f" ({text})" if text else "")
-        else:
-            audited = model_said + (f"; {text}" if text else "")
-        if other_design and math.isfinite(claimed):
-            audited += (f"; {other_design} audit{'s' if other_design > 1 else ''} with add/remove's absent canaries "
-                        "not counted: they do not test a replace_input claim")
+        audited = _audited(r, _ModelAudits(best_lb, best_threat, ceiling, decides, powered, other_design), word, text)
         board.loc[i, "verdict"] = "; ".join(v for v in (_vectors_verdict(r), audited) if v)
+
+
+@dataclass(frozen=True)
+class _ModelAudits:
+    """What a row's model audits (those under its claim's relation) found, for its verdict."""
+
+    best_lb: float
+    best_threat: str  # "" where none
+    ceiling: float  # of the tests that had power
+    decides: str
+    powered: bool
+    other_design: int  # audits with another design, not counted
+
+
+def _audited(r, a: _ModelAudits, word: str, text: str) -> str:
+    """The verdict of the model's audits and the mechanism's, in four words, the relation named."""
+    claimed = float(r["epsilon"])
+    under = _under(r)
+    model_said = (f"not refuted (ceiling {a.ceiling:.2f}){under}" if a.powered
+                  else f"no power{under}: every test's guesses were fixed on one side or its scores all equal")
+    if not math.isfinite(claimed):
+        return "no claim (reference)" if a.best_threat else ""
+    if a.best_threat and a.best_lb > claimed:
+        audited = (f"claim refuted for the released model ({a.best_threat.replace('_', '-')} {a.best_lb:.2f} > "
+                   f"{claimed:g}, {a.decides}){under}")
+    elif word == "refuted":
+        audited = f"claim {text}"
+    elif word == "tight":
+        audited = text + (f"; the model's audit: {model_said}" if a.best_threat else "; the model not audited")
+    elif not a.best_threat:
+        audited = "not audited" + (under if a.other_design else "") + (f" ({text})" if text else "")
+    else:
+        audited = model_said + (f"; {text}" if text else "")
+    if a.other_design:
+        audited += (f"; {a.other_design} audit{'s' if a.other_design > 1 else ''} with add/remove's absent canaries "
+                    "not counted: they do not test a replace_input claim")
+    return audited
 
 
 def _row_design(row) -> str:

@@ -22,7 +22,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from inputdp.core import names
     from inputdp.core.config import PerfFlags
 
-    from ..audits.one_run import BLACK_BOX, PATTERN_SCALE, audit, design_suffix
+    from ..audits.one_run import PATTERN_SCALE, audit, design_suffix
 
     if args.mechanism:
         return _mechanism_audit(args)
@@ -66,7 +66,15 @@ def cmd_audit(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(result.as_json()))
         return 0
-    print(f"{method} on {args.dataset} ({args.preset}), claimed epsilon {config.privacy.epsilon:g}, "
+    _print_one_run(args, result)
+    return 0
+
+
+def _print_one_run(args: argparse.Namespace, result) -> None:
+    """A one-run audit's table: each score's bound and ceiling (or "no power"), then the verdict, relation named."""
+    from ..audits.one_run import BLACK_BOX
+
+    print(f"{result.method} on {args.dataset} ({args.preset}), claimed epsilon {result.epsilon_claimed:g}, "
           f"{args.canaries} {args.canary_kind} canaries, test accuracy {result.test_accuracy:.4f}")
     print(f"family: {result.family()}")
     print(f"{'score':<24}{'threat':<11}{'eps_lb':>8}{'ceiling':>9}{'k':>6}{'correct':>10}")
@@ -75,7 +83,6 @@ def cmd_audit(args: argparse.Namespace) -> int:
         ceiling = f"{o.ceiling:>9.3f}" if o.power else f"{'no power':>9}"
         print(f"{o.score:<24}{threat:<11}{o.epsilon_lb:>8.3f}{ceiling}{o.k:>6}{o.correct:>6}/{o.guesses}")
     print(f"verdict: {result.verdict()}")
-    return 0
 
 
 def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
@@ -106,7 +113,7 @@ def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
         print(json.dumps(out.as_json()))
         return 0
     broken = f", noise {noise_scale:g} x calibrated (deliberately broken)" if out.broken else ""
-    print(f"dpsgd on {args.dataset} ({args.preset}), claimed epsilon {out.epsilon_claimed:g} under {out.relation} "
+    print(f"{out.method} on {args.dataset} ({args.preset}), claimed epsilon {out.epsilon_claimed:g} under {out.relation} "
           f"(sigma {out.noise_multiplier_claimed:.4f}; used {out.noise_multiplier_used:.4f}{broken}), {m} gradient "
           f"canaries ({out.design} design), {out.steps} steps, test accuracy {out.test_accuracy:.4f}")
     print(f"family: {out.tests} tests at level 0.05/{out.tests} each (2 scores x k grid x Steinke and f-DP)")

@@ -335,20 +335,7 @@ def gradient_canary_audit(resolved: ResolvedRun, *, canaries: int = 10_000, perf
     signs = torch.where(included, 1.0, -1.0 if replaced else 0.0)
     train_data, row_canary = canary_training_set(data, signs)
     p = prepare(resolved, perf, train_data)
-    method = p.method
-    if getattr(method, "mode", None) not in ("hooks", "functorch", "bk"):
-        raise ConfigError(f"grad_sample_mode={getattr(method, 'mode', None)} is not allowed with {CANARY_KIND} "
-                          "canaries: Opacus' ghost clipping forms no per-example gradients to put the canaries' "
-                          "beside; use --option dpsgd.grad_sample_mode=hooks")
-    if getattr(p.model, "frontend", None) is not None or getattr(method.unwrap(p.model), "frontend", None) is not None:
-        raise ConfigError(f"model {config.model} is not allowed with {CANARY_KIND} canaries: its fixed frontend maps "
-                          "the canaries' marked rows before DP-SGD sees them")
-    hook = CanaryGradients(canaries, method.options["max_grad_norm"], signs, p.device, method.mode)
-    inner = getattr(p.optimizer, "original_optimizer", p.optimizer)
-    inner.add_param_group({"params": [hook.weight]})
-    claimed_sigma = float(p.optimizer.noise_multiplier)
-    p.optimizer.noise_multiplier = claimed_sigma * noise_scale
-    method.gradient_canaries = hook
+    hook, claimed_sigma = _install(p, canaries, signs, noise_scale)
     trace = CanaryTrace(hook, p.optimizer, first_row=data.train_size, row_canary=row_canary,
                         sampling_rate=config.privacy.sampling_rate, noise_multiplier=float(p.optimizer.noise_multiplier),
                         replaced=replaced, record=record)
@@ -381,6 +368,27 @@ def gradient_canary_audit(resolved: ResolvedRun, *, canaries: int = 10_000, perf
     if callback is not None:
         callback.on_end(result.metrics, "FINISHED")
     return out
+
+
+def _install(p, canaries: int, signs: torch.Tensor, noise_scale: float) -> tuple[CanaryGradients, float]:
+    """The canaries' coordinates into the prepared run: their weight in the optimizer (the same learning rate,
+    momentum and noise), the method's hook, the noise scaled (``noise_scale`` != 1: a deliberately broken run).
+    Returns the hook and the calibrated sigma."""
+    method = p.method
+    if getattr(method, "mode", None) not in ("hooks", "functorch", "bk"):
+        raise ConfigError(f"grad_sample_mode={getattr(method, 'mode', None)} is not allowed with {CANARY_KIND} "
+                          "canaries: Opacus' ghost clipping forms no per-example gradients to put the canaries' "
+                          "beside; use --option dpsgd.grad_sample_mode=hooks")
+    if getattr(p.model, "frontend", None) is not None or getattr(method.unwrap(p.model), "frontend", None) is not None:
+        raise ConfigError(f"model {p.config.model} is not allowed with {CANARY_KIND} canaries: its fixed frontend maps "
+                          "the canaries' marked rows before DP-SGD sees them")
+    hook = CanaryGradients(canaries, method.options["max_grad_norm"], signs, p.device, method.mode)
+    inner = getattr(p.optimizer, "original_optimizer", p.optimizer)
+    inner.add_param_group({"params": [hook.weight]})
+    claimed_sigma = float(p.optimizer.noise_multiplier)
+    p.optimizer.noise_multiplier = claimed_sigma * noise_scale
+    method.gradient_canaries = hook
+    return hook, claimed_sigma
 
 
 def _score(resolved: ResolvedRun, trace: CanaryTrace, included: np.ndarray, result, claimed_sigma: float,

@@ -118,24 +118,44 @@ def study_table(folder: Path) -> list[str]:
 
 def mechanism_table(folder: Path) -> list[str]:
     """The mechanism audits (``mechanism_audits.csv``): per preset, method and options, the median over seeds of the
-    loosest release's tightness at each epsilon, and how many audits at half the noise were refuted."""
+    loosest release's mu_lb / mu_allowed at each epsilon (mu_allowed: the largest mu the run's claimed (epsilon,
+    delta) at its (q, T, relation) allows the release, from the event the claim composes, never from the code's own
+    noise; marked where those releases' verdicts are not all tight), how many audits at 1/1.5 of the calibrated noise
+    were refuted (all must be) and how many at 1.3 times it read tight (none may)."""
     df = pd.read_csv(folder / "mechanism_audits.csv", keep_default_na=False)
     df["options"] = [", ".join(o for o in str(v).split(",") if o and o != "accountant=pld") for v in df["options"]]
     lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): each method's own "
-             "release on a worst-case pair; tight to X = empirical / claimed epsilon of the release (median of the "
-             "seeds, loosest release); at half the calibrated noise every audit must be refuted",
-             "", "| preset | method | options | tight to, at each epsilon | half the noise: refuted |", "|---|---|---|---|---|"]
-    rows: dict[tuple[str, str, str, str], list[str]] = {}  # option sets with the same figures share a row
+             "release on a worst-case pair against the least noise its run's claimed (epsilon, delta) at (q, T, "
+             "relation) allows; tight to X = mu_lb / mu_allowed, mu_allowed the largest mu the claim's own event "
+             "allows the release (median of the seeds, loosest release; tight at X >= 0.9); refuted when mu_lb > "
+             "mu_allowed or the family-free epsilon exceeds the allowed one. Given 1/1.5 of its calibrated noise "
+             "every audit must read refuted, given 1.3 times it none may read tight",
+             "", "| preset | method | options | tight to, at each epsilon | 1/1.5 noise: refuted | 1.3x noise: tight |",
+             "|---|---|---|---|---|---|"]
+
+    def count(g, at: float, hit) -> str:
+        here = g[(g["noise_scale"].astype(float) - at).abs() < 1e-3]
+        return f"{int(hit(here).sum())}/{len(here)}" if len(here) else "not run"
+
+    rows: dict[tuple[str, ...], list[str]] = {}  # option sets with the same figures share a row
     for (preset, method, options), g in df.groupby(["preset", "method", "options"], sort=False):
-        calibrated = g[g["noise_scale"].astype(float) == 1.0]
-        loosest = calibrated.groupby(["spec_epsilon", "seed"])["tightness"].min().groupby("spec_epsilon").median()
-        tight = "; ".join(f"eps {e:g}: {t:.2f}" for e, t in loosest.items())
-        halved = g[g["noise_scale"].astype(float) == 0.5]
-        refuted = f"{int(halved['refuted'].astype(str).eq('True').sum())}/{len(halved)}"
-        rows.setdefault((preset, method, tight, refuted), []).append(options or "(defaults)")
-    for (preset, method, tight, refuted), options in rows.items():
-        lines.append(f"| {preset} | {method} | {'; '.join(options)} | {tight} | {refuted} each |")
+        calibrated = g[(g["noise_scale"].astype(float) - 1.0).abs() < 1e-9]
+        loosest = calibrated.loc[calibrated.groupby(["spec_epsilon", "seed"])["tightness"].idxmin()]
+        tight = "; ".join(f"eps {e:g}: {r['tightness'].median():.2f}{_tight_mark(r['verdict'])}"
+                          for e, r in loosest.groupby("spec_epsilon")) or "not run"
+        refuted = count(g, 1 / 1.5, lambda h: h["refuted"].astype(str).eq("True"))
+        tight_wide = count(g, 1.3, lambda h: h["verdict"].astype(str).str.startswith("tight"))
+        rows.setdefault((preset, method, tight, refuted, tight_wide), []).append(options or "(defaults)")
+    for (preset, method, tight, refuted, tight_wide), options in rows.items():
+        each = " each" if len(options) > 1 else ""
+        lines.append(f"| {preset} | {method} | {'; '.join(options)} | {tight} | {refuted}{each} | {tight_wide}{each} |")
     return lines
+
+
+def _tight_mark(verdicts: pd.Series) -> str:
+    """"" when every seed's loosest release reads tight; else how many do (", not tight": none)."""
+    n = int(verdicts.astype(str).str.startswith("tight").sum())
+    return "" if n == len(verdicts) else ", not tight" if n == 0 else f", tight {n}/{len(verdicts)}"
 
 
 #: the canary kind whose audits the README shows of a study of model audits (the rest is in the study's README)

@@ -153,9 +153,15 @@ def mechanism_table(folder: Path) -> list[str]:
 
 
 def _tight_mark(verdicts: pd.Series) -> str:
-    """"" when every seed's loosest release reads tight; else how many do (", not tight": none)."""
-    n = int(verdicts.astype(str).str.startswith("tight").sum())
-    return "" if n == len(verdicts) else ", not tight" if n == 0 else f", tight {n}/{len(verdicts)}"
+    """"" when every seed's loosest release reads tight; else the verdict in the suite's words (" (not refuted)":
+    none tight, none refuted) or how many seeds read tight."""
+    v = verdicts.astype(str)
+    n = int(v.str.startswith("tight").sum())
+    if n == len(verdicts):
+        return ""
+    if n == 0:
+        return " (refuted)" if v.str.startswith("refuted").all() else " (not refuted)"
+    return f", tight {n}/{len(verdicts)}"
 
 
 #: the canary kind whose audits the README shows of a study of model audits (the rest is in the study's README)

@@ -517,3 +517,28 @@ def test_a_per_step_panel_mixing_sources_hatches_the_sequential_bars():
     assert not any(b.get_hatch() for b in ax2.patches)
     plt.close(fig)
     plt.close(fig2)
+
+
+def test_the_mechanism_table_counts_refutations_at_two_thirds_and_tight_reads_at_1_3(tmp_path):
+    """The README's mechanism rows: per seed the loosest release at the calibrated noise (median tightness), the
+    audits given 1/1.5 of the noise that read refuted (all must), those given 1.3 times it that read tight (none may);
+    a release that is never tight says "not refuted"."""
+    from inputdp.reports.summary import mechanism_table
+
+    folder = tmp_path / "m"
+    folder.mkdir()
+    rows = []
+    for seed in (0, 1, 2):
+        for scale, tightness, verdict, refuted in ((1.0, 0.97 + seed / 100, "tight to 0.97", False),
+                                                   (0.6667, 1.4, "refuted", True),
+                                                   (1.3, 0.74, "not refuted (0.74 of the claim's mu)", False)):
+            rows.append(dict(preset="cpu", method="dpsgd", options="accountant=pld", spec_epsilon=1.0, seed=seed,
+                             noise_scale=scale, tightness=tightness, verdict=verdict, refuted=refuted))
+            rows.append(dict(preset="cpu", method="dp_least_squares", options="", spec_epsilon=1.0, seed=seed,
+                             noise_scale=scale, tightness=tightness - 0.15, verdict="not refuted" if scale != 0.6667
+                             else "refuted", refuted=scale == 0.6667))
+    rows[-1]["verdict"] = "tight to 0.9"  # a 1.3x audit of dp_least_squares that reads tight: counted
+    pd.DataFrame(rows).to_csv(folder / "mechanism_audits.csv", index=False)
+    lines = mechanism_table(folder)
+    assert lines[4] == "| cpu | dpsgd | (defaults) | eps 1: 0.98 | 3/3 | 0/3 |"
+    assert lines[5] == "| cpu | dp_least_squares | (defaults) | eps 1: 0.83 (not refuted) | 3/3 | 1/3 |"

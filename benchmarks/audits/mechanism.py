@@ -52,6 +52,7 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import METHODS as METHOD_REGISTRY
 from inputdp.methods import create_method
+from inputdp.methods.accounting.one_release import gaussian_release_delta
 from inputdp.methods.base import AUDIT_THRESHOLDS, Method
 
 from ..tracking import open_store
@@ -69,12 +70,9 @@ PLD_INTERVAL = 1e-4
 
 # --- the least noise the claim allows ---------------------------------------------------------------------------
 def gdp_delta(mu: float, epsilon: float) -> float:
-    """delta(epsilon) of mu-GDP: Phi(-eps/mu + mu/2) - e^eps Phi(-eps/mu - mu/2) (Dong, Roth & Su 2022, Corollary
-    2.13; e^eps Phi(.) in log space so that it does not overflow)."""
-    if mu <= 0:
-        return 0.0
-    tail = math.exp(min(epsilon + stats.norm.logcdf(-epsilon / mu - mu / 2), 700.0))
-    return max(0.0, float(stats.norm.cdf(-epsilon / mu + mu / 2) - tail))
+    """delta(epsilon) of mu-GDP: one Gaussian release of sensitivity 1 and noise 1/mu (Dong, Roth & Su 2022,
+    Corollary 2.13; the project's exact formula, methods/accounting/one_release.py)."""
+    return 0.0 if mu <= 0 else gaussian_release_delta(1.0 / mu, epsilon)
 
 
 def gdp_mu(epsilon: float, delta: float) -> float:

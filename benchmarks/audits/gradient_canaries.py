@@ -22,12 +22,13 @@ Scores, both fixed before the run and read from the released iterates of canary 
   (2 sigma^2))). sigma is the noise multiplier the optimizer uses;
 - ``last_iterate``: -(theta_T - theta_0), the coordinate's total displacement (an in-canary pushes it down).
 
-Each score is read as Steinke et al.'s one-run game (k guessed "in", k "out", the k grid of one_run.k_grid, every
-(score, k, analysis) in one Bonferroni family) and by the f-DP bound of the same guesses (fdp_bound.py); the
-likelihood-ratio score's empirical trade-off curve (false-positive and false-negative rates over thresholds) is kept
-as a table. The m canaries' coordinates are disjoint and the noise on each coordinate independent, so the run's m
-canaries are m independent trials per side, which is what the one-run theorem reads (it needs no independence:
-the bound holds for any guesses made from the output).
+Each score is read as Steinke et al.'s one-run game (k guessed "in", k "out", k on ``GRID_FRACTIONS`` of m) and by
+the f-DP bound of the same guesses (fdp_bound.py), every (k, analysis) of a score in one Bonferroni family: the
+every-iterate score decides the verdict, the last iterate's is a second 95% reading (the released model alone) in a
+family of its own. The likelihood-ratio score's empirical trade-off curve (false-positive and false-negative rates
+over thresholds) and every canary's coin and scores are kept as tables. The m canaries' coordinates are disjoint
+and the noise on each coordinate independent, so the run's m canaries are m independent trials per side, which is
+what the one-run theorem reads (it needs no independence: the bound holds for any guesses made from the output).
 """
 
 from __future__ import annotations
@@ -51,10 +52,18 @@ from inputdp.methods.fast_clipping import BookKeeping
 
 from ..harness import _interrupted, _params_and_tags, prepare, train
 from ..resolve import NOT_RESOLVED, ResolvedRun
-from .one_run import ANALYSES, BETA, ScoreOutcome, audit_relation, bound_for_scores, check_no_holdout, epsilon_lower_bound, k_grid
+from .one_run import ANALYSES, BETA, ScoreOutcome, audit_relation, bound_for_scores, check_no_holdout, epsilon_lower_bound
 
 CANARY_KIND = names.AUDIT_MODE_GRADIENT_CANARIES
 SCORES = ("likelihood_ratio", "last_iterate")
+#: the score the verdict reads (every iterate: what DP-SGD's guarantee covers); the last iterate alone (the model a
+#: user releases) is a second reading, in a family of its own, shown beside it
+PRIMARY = "likelihood_ratio"
+#: guesses per side as fractions of m, fixed before any mnist run from an idealised simulation of this game at the
+#: cpu preset (the ideal likelihood-ratio score, other seeds than any run's): at eps 4 the strongest tests guess
+#: 1-2% of the canaries (precision 90-93%), which a grid starting at 5% left out; each score's family is this grid
+#: read by Steinke's and the f-DP analysis (12 tests)
+GRID_FRACTIONS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
 #: a canary's gradient before clipping, in units of C: above 1, so the method's clipping (not this module) makes it C
 RAW_NORM = 2.0
 #: canary rows in the training data: NaN in every pixel but the first, which holds the canary's index. A run whose
@@ -229,14 +238,24 @@ class GradientCanaryResult:
     run_id: str | None = None
     trace: CanaryTrace | None = field(default=None, repr=False)
 
+    def outcome(self, score: str = PRIMARY) -> ScoreOutcome:
+        return next(o for o in self.outcomes if o.score == score)
+
     @property
     def best(self) -> ScoreOutcome:
-        return max(self.outcomes, key=lambda o: max(o.epsilon_lb, o.fdp_epsilon_lb))
+        """The verdict's score (every iterate)."""
+        return self.outcome(PRIMARY)
 
     @property
     def epsilon_lb(self) -> float:
-        """The larger of the two analyses' bounds over every score (both are in the Bonferroni family)."""
-        return max(max(o.epsilon_lb, o.fdp_epsilon_lb) for o in self.outcomes)
+        """The verdict's bound: the larger of the two analyses' bounds of the every-iterate score (both analyses
+        and every k in its Bonferroni family)."""
+        return max(self.best.epsilon_lb, self.best.fdp_epsilon_lb)
+
+    def score_lb(self, score: str) -> float:
+        """One score's bound at 95% in its own family (the last iterate's is a second reading, not the verdict's)."""
+        o = self.outcome(score)
+        return max(o.epsilon_lb, o.fdp_epsilon_lb)
 
     @property
     def broken(self) -> bool:
@@ -266,7 +285,7 @@ class GradientCanaryResult:
         eps. The bound is not monotone in m (its 2 m delta term grows with m), hence a scan, not a bisection. A
         projection from the measured trade-off, not a bound."""
         best = None
-        for o in self.outcomes:
+        for o in [self.best]:
             if not o.guesses or o.correct / o.guesses <= 1.0 / (1.0 + math.exp(-self.epsilon_claimed)):
                 continue
             m = self.canaries
@@ -291,6 +310,8 @@ class GradientCanaryResult:
             "noise_multiplier_used": self.noise_multiplier_used, "deliberately_broken": self.broken,
             names.METRIC_TEST_ACCURACY: self.test_accuracy, "steps": self.steps, "tests": self.tests,
             names.METRIC_EPSILON_LB: self.epsilon_lb, "verdict": self.verdict(), "best_score": b.score,
+            "family": f"each score its own: {len(GRID_FRACTIONS)} k x Steinke and f-DP = {self.tests} tests at "
+                      f"level {BETA:g}/{self.tests}; the verdict reads {PRIMARY}",
             "mean_times_sampled": float(self.sampled.mean()), "run_id": self.run_id,
             "per_score": {o.score: {"steinke_epsilon_lb": o.epsilon_lb, "steinke_ceiling": o.ceiling, "k": o.k,
                                     "guesses": o.guesses, "correct": o.correct, "fdp_epsilon_lb": o.fdp_epsilon_lb,
@@ -299,9 +320,14 @@ class GradientCanaryResult:
         }
 
 
+def guess_grid(m: int) -> list[int]:
+    """k (guesses per side) for m canaries: ``GRID_FRACTIONS`` of m."""
+    return sorted({max(1, int(f * m)) for f in GRID_FRACTIONS})
+
+
 def count_tests(m: int) -> int:
-    """The Bonferroni family: every score, every k of the grid, each read by Steinke's and the f-DP analysis."""
-    return ANALYSES * len(SCORES) * len(k_grid(m))
+    """One score's Bonferroni family: every k of the grid, each read by Steinke's and the f-DP analysis."""
+    return ANALYSES * len(guess_grid(m))
 
 
 def canary_training_set(data: TensorData, signs: torch.Tensor) -> tuple[TensorData, torch.Tensor]:
@@ -398,8 +424,8 @@ def _score(resolved: ResolvedRun, trace: CanaryTrace, included: np.ndarray, resu
     scores = {"likelihood_ratio": trace.llr.numpy(), "last_iterate": (-trace.theta).numpy()}
     n_tests = count_tests(m)
     delta = config.privacy.delta
-    outcomes = [bound_for_scores(scores[s], included, delta=delta, beta=beta, n_tests=n_tests, score=s)
-                for s in SCORES]
+    outcomes = [bound_for_scores(scores[s], included, delta=delta, beta=beta, n_tests=n_tests, score=s,
+                                 grid=guess_grid(m)) for s in SCORES]
     return GradientCanaryResult(
         config.method, config.privacy.epsilon, delta, m, relation.key, relation.excluded, claimed_sigma,
         trace.sigma, result.metrics[names.METRIC_FINAL_TEST_ACCURACY], outcomes, n_tests, included, scores,
@@ -415,19 +441,30 @@ def trade_off_csv(out: GradientCanaryResult) -> str:
     return buf.getvalue()
 
 
+def canaries_csv(out: GradientCanaryResult) -> str:
+    """Every canary's coin and scores (canary, included, times sampled, each score): the game, to be read again."""
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(["canary", "included", "times_sampled", *SCORES])
+    for j in range(out.canaries):
+        writer.writerow([j, int(out.included[j]), int(out.sampled[j]), *(f"{out.scores[s][j]:.9g}" for s in SCORES)])
+    return buf.getvalue()
+
+
 def _log(tracker, out: GradientCanaryResult) -> None:
-    """The bounds under the one-run audits' metric names (the leaderboard reads them), the white-box threat's."""
-    best = max(out.outcomes, key=lambda o: o.epsilon_lb)
+    """The verdict score's bounds under the one-run audits' metric names (the leaderboard reads them), the
+    white-box threat's; each score's own; the trade-off table and every canary's scores as artifacts."""
+    best = out.best
     metrics = {names.METRIC_EPSILON_LB: best.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: best.ceiling,
                names.METRIC_AUDIT_GUESSES: best.guesses, names.METRIC_AUDIT_CORRECT: best.correct,
                names.METRIC_AUDIT_TESTS: out.tests,
                names.METRIC_THREAT_BOUND.format("white_box"): best.epsilon_lb,
                names.METRIC_THREAT_CEILING.format("white_box"): best.ceiling,
-               names.METRIC_THREAT_FDP_BOUND.format("white_box"): max(o.fdp_epsilon_lb for o in out.outcomes),
-               names.METRIC_THREAT_FDP_CEILING.format("white_box"): max(o.fdp_ceiling for o in out.outcomes),
-               names.METRIC_THREAT_GDP_MU.format("white_box"): max(o.gdp_mu_lb for o in out.outcomes)}
+               names.METRIC_THREAT_FDP_BOUND.format("white_box"): best.fdp_epsilon_lb,
+               names.METRIC_THREAT_FDP_CEILING.format("white_box"): best.fdp_ceiling,
+               names.METRIC_THREAT_GDP_MU.format("white_box"): best.gdp_mu_lb}
     for o in out.outcomes:
-        metrics[names.METRIC_AUDIT_SCORE_BOUND.format(o.score)] = o.epsilon_lb
+        metrics[names.METRIC_AUDIT_SCORE_BOUND.format(o.score)] = out.score_lb(o.score)
         metrics[names.METRIC_AUDIT_SCORE_CEILING.format(o.score)] = o.ceiling
     tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: CANARY_KIND,
                                   names.TAG_AUDIT_MODE: CANARY_KIND, names.TAG_AUDIT_RELATION: out.relation,
@@ -435,3 +472,4 @@ def _log(tracker, out: GradientCanaryResult) -> None:
     client = getattr(tracker, "client", None)
     if client is not None:
         client.log_text(tracker.run_id, trade_off_csv(out), "gradient_canaries_trade_off.csv")
+        client.log_text(tracker.run_id, canaries_csv(out), "gradient_canaries_scores.csv")

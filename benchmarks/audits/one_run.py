@@ -151,13 +151,14 @@ def fdp_bounds(*, r: int, v: int, m: int, delta: float, level: float) -> tuple[f
 
 
 def bound_for_scores(scores: np.ndarray, included: np.ndarray, *, delta: float, beta: float, n_tests: int,
-                     score: str) -> ScoreOutcome:
-    """The best bound over the k grid for one score, each test at level beta / n_tests (Bonferroni)."""
+                     score: str, grid: Sequence[int] | None = None) -> ScoreOutcome:
+    """The best bound over the k grid (``k_grid(m)`` unless given) for one score, each test at level beta / n_tests
+    (Bonferroni)."""
     m = len(scores)
     order = np.argsort(-scores, kind="stable")
     best = ScoreOutcome(score, 0.0, 0.0, 0, 0, 0, power=bool(np.ptp(scores) > 0) if m else False)
     fdp = (0.0, 0.0, 0.0)
-    for k in k_grid(m):
+    for k in (k_grid(m) if grid is None else grid):
         guessed_in, guessed_out = order[:k], order[-k:]
         v = int(included[guessed_in].sum() + (~included[guessed_out]).sum())
         r = 2 * k

@@ -116,7 +116,8 @@ def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
     print(f"{out.method} on {args.dataset} ({args.preset}), claimed epsilon {out.epsilon_claimed:g} under {out.relation} "
           f"(sigma {out.noise_multiplier_claimed:.4f}; used {out.noise_multiplier_used:.4f}{broken}), {m} gradient "
           f"canaries ({out.design} design), {out.steps} steps, test accuracy {out.test_accuracy:.4f}")
-    print(f"family: {out.tests} tests at level 0.05/{out.tests} each (2 scores x k grid x Steinke and f-DP)")
+    print(f"family: each score its own, {out.tests} tests at level 0.05/{out.tests} each (k grid x Steinke and f-DP); "
+          "the verdict reads likelihood_ratio (every iterate), last_iterate is a second reading")
     print(f"{'score':<18}{'steinke':>9}{'f-DP':>8}{'ceiling':>9}{'k':>7}{'correct':>14}")
     for o in out.outcomes:
         print(f"{o.score:<18}{o.epsilon_lb:>9.3f}{o.fdp_epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>7}{o.correct:>7}/{o.guesses}")

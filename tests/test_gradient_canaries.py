@@ -14,13 +14,21 @@ from scipy import stats
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
 from inputdp.benchmarks.audits.gradient_canaries import (
+    GRID_FRACTIONS,
+    PRIMARY,
     RAW_NORM,
+    SCORES,
     CanaryGradients,
+    GradientCanaryResult,
+    canaries_csv,
     canary_training_set,
     check_gradient_canaries,
+    count_tests,
     gradient_canary_audit,
+    guess_grid,
     step_log_likelihood_ratio,
 )
+from inputdp.benchmarks.audits.one_run import BETA, bound_for_scores
 from inputdp.benchmarks.cli import main as cli_main
 from inputdp.benchmarks.resolve import resolve
 from inputdp.core.errors import ConfigError
@@ -195,3 +203,22 @@ def test_the_projected_number_of_canaries():
     assert m is not None and m > 200
     assert bound(m) > 2.0 and bound(math.ceil(m / 1.25)) <= 2.0
     assert result(35).canaries_needed() is None  # 87.5% right: e^2 / (1 + e^2) = 88.1% is out of reach at any m
+
+
+def test_the_verdict_reads_the_every_iterate_family_alone():
+    """Each score is a family of its own (the grid x two analyses); the verdict is the every-iterate score's, so a
+    last-iterate bound above the claim is a second reading, not a refutation (two 95% statements are not one)."""
+    m = 20_000
+    assert guess_grid(m) == [int(f * m) for f in GRID_FRACTIONS] and count_tests(m) == 2 * len(GRID_FRACTIONS)
+    rng = np.random.default_rng(0)
+    included = rng.random(m) < 0.5
+    scores = {PRIMARY: rng.normal(size=m), "last_iterate": np.where(included, 1.0, -1.0) + 0.01 * rng.normal(size=m)}
+    outcomes = [bound_for_scores(scores[s], included, delta=1e-5, beta=BETA, n_tests=count_tests(m), score=s,
+                                 grid=guess_grid(m)) for s in SCORES]
+    out = GradientCanaryResult("dpsgd", 1.0, 1e-5, m, "replace_input", "replaced", 1.0, 1.0, 0.9, outcomes,
+                               count_tests(m), included, scores, np.zeros(m, dtype=int))
+    assert out.score_lb("last_iterate") > 1.0  # every guess right: far above the claim
+    assert out.epsilon_lb == out.score_lb(PRIMARY) < 0.5  # a coin: no evidence
+    assert out.verdict().startswith("not refuted")
+    rows = canaries_csv(out).splitlines()
+    assert rows[0] == "canary,included,times_sampled," + ",".join(SCORES) and len(rows) == m + 1

@@ -237,6 +237,7 @@ class GradientCanaryResult:
     sampling_rate: float = 0.0
     run_id: str | None = None
     trace: CanaryTrace | None = field(default=None, repr=False)
+    seed: int | None = None
 
     def outcome(self, score: str = PRIMARY) -> ScoreOutcome:
         return next(o for o in self.outcomes if o.score == score)
@@ -304,7 +305,7 @@ class GradientCanaryResult:
     def as_json(self) -> dict[str, Any]:
         b = self.best
         return {
-            "method": self.method, "epsilon_claimed": self.epsilon_claimed, "delta": self.delta,
+            "method": self.method, "seed": self.seed, "epsilon_claimed": self.epsilon_claimed, "delta": self.delta,
             names.TAG_CANARY_KIND: CANARY_KIND, "canaries": self.canaries, "relation": self.relation,
             "design": self.design, "noise_multiplier_claimed": self.noise_multiplier_claimed,
             "noise_multiplier_used": self.noise_multiplier_used, "deliberately_broken": self.broken,
@@ -429,7 +430,7 @@ def _score(resolved: ResolvedRun, trace: CanaryTrace, included: np.ndarray, resu
     return GradientCanaryResult(
         config.method, config.privacy.epsilon, delta, m, relation.key, relation.excluded, claimed_sigma,
         trace.sigma, result.metrics[names.METRIC_FINAL_TEST_ACCURACY], outcomes, n_tests, included, scores,
-        trace.sampled.numpy(), trace.steps, config.privacy.sampling_rate, trace=trace)
+        trace.sampled.numpy(), trace.steps, config.privacy.sampling_rate, trace=trace, seed=config.seed)
 
 
 def trade_off_csv(out: GradientCanaryResult) -> str:

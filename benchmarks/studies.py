@@ -25,8 +25,11 @@ from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.core.registry import Entry, Registry
 from inputdp.datasets import load_tensor_data
+from inputdp.datasets.facts import data_facts
 from inputdp.methods import METHODS
 
+from .audits.gradient_canaries import CANARY_KIND as GRADIENT_CANARIES
+from .audits.gradient_canaries import check_gradient_canaries, gradient_canary_audit
 from .audits.one_run import audit, design_suffix, free_coordinates, resolve_scores
 from .harness import load_average
 from .performance.speed import measure
@@ -83,11 +86,23 @@ class AuditPlan:
 
     def applies(self, r: ResolvedRun) -> bool:
         """Whether this audit can test the row: canaries with coordinates of their own need a method that trains
-        the model's features on images that are not augmented (the others are audited at the mechanism)."""
+        the model's features on images that are not augmented (the others are audited at the mechanism); gradient
+        canaries need DP-SGD with SGD on images that are not augmented."""
+        if self.canary_kind == GRADIENT_CANARIES:
+            try:
+                check_gradient_canaries(r.config, self.canaries, 1.0)
+            except ConfigError:
+                return False
+            return True
         if self.canary_kind != "canary_inputs":
             return True
         method = r.method()
         return not (method.capabilities.fixed_features or method.augments_inputs or r.config.augment)
+
+
+#: DP-SGD's white-box audit with power: 39,000 gradient canaries through every iterate (each a row of the training
+#: set, so n + m < 1/delta at delta 1e-5 on 60,000 images; reports/gradient-canaries)
+_GRADIENT = AuditPlan(canary_kind=GRADIENT_CANARIES, canaries=39_000)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -98,7 +113,7 @@ class Study(Entry):
     #: 1,000 canaries with input coordinates of their own on the row's own model (the white-box tests that decide,
     #: THEORY.md, "Auditing"; the last for the rows whose method trains its features on unaugmented images)
     audits: tuple[AuditPlan, ...] = (AuditPlan(), AuditPlan(canary_kind="exclusive_support", canaries=67, model="mlp"),
-                                     AuditPlan(canary_kind="canary_inputs"))
+                                     AuditPlan(canary_kind="canary_inputs"), _GRADIENT)
     #: what the study is for, and what it leaves out (shown by ``bench study list``)
     note: str = ""
 
@@ -147,9 +162,10 @@ STUDIES.register(Study(
            _dpsgd_replace_input("fashionmnist", "best", (1.0, 2.93))),
     # no exclusive-support test: no pixel of Fashion-MNIST is blank in all 60,000 training images (0 free
     # coordinates; MNIST has 67); the canaries' own appended coordinates give the white-box test that decides
-    audits=(AuditPlan(), AuditPlan(canary_kind="canary_inputs")),
-    note="own-best view, as mnist-best; audited by random patterns and by canaries with input coordinates of their "
-         "own (no pixel is blank in every training image, so the exclusive-support test has no room)"))
+    audits=(AuditPlan(), AuditPlan(canary_kind="canary_inputs"), _GRADIENT),
+    note="own-best view, as mnist-best; audited by random patterns, by canaries with input coordinates of their "
+         "own (no pixel is blank in every training image, so the exclusive-support test has no room) and DP-SGD by "
+         "gradient canaries"))
 STUDIES.register(Study(
     name="pate-paper", target="",
     summary="PATE in the paper's MNIST setting (250 teachers, Confident-GNMax) over eps 1, 2, 4, 8, 3 seeds",
@@ -280,6 +296,17 @@ def check_audits(study: Study, runs: Sequence[ResolvedRun]) -> None:
 
     free: dict[tuple, int] = {}
     for plan in study.audits:
+        if plan.canary_kind == GRADIENT_CANARIES:
+            for r in (r for r in audited(runs) if plan.applies(r)):
+                # every gradient canary is a training row (under replace_input; about half under add/remove)
+                n = data_facts(r.config.dataset, r.config.data_dir).train_size
+                n = min(r.config.train_examples, n) if r.config.train_examples > 0 else n
+                try:
+                    r.config.privacy.check_delta_for(n + plan.canaries)
+                except ConfigError as error:
+                    raise ConfigError(f"study {study.name}: its audit '{plan.label()}' of {_label(r)} does not fit: "
+                                      f"{error}; declare fewer gradient canaries") from None
+            continue
         if plan.canary_kind != "exclusive_support":
             continue
         for r in audited(runs):
@@ -338,8 +365,11 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
                                    names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}",
                                    names.TAG_PARENT_RUN: parent})
         try:
-            audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
-                  scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
+            if plan.canary_kind == GRADIENT_CANARIES:
+                gradient_canary_audit(r, canaries=plan.canaries, perf=perf, tracker=tracker)
+            else:
+                audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
+                      scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
         finally:
             tracker.release()
         done.append(f"audit ({plan.label()}) of {_label(r)}")

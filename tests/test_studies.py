@@ -204,4 +204,51 @@ def test_the_declared_exclusive_support_audits_fit_their_data(shared_data):
     for name in ("mnist-cpu", "mnist-best", "fashionmnist-best"):
         study = STUDIES.get(name)
         check_audits(study, configurations(study, str(shared_data)))  # refuses what does not fit
-    assert [p.canary_kind for p in STUDIES.get("fashionmnist-best").audits] == ["random_pattern", "canary_inputs"]
+    assert [p.canary_kind for p in STUDIES.get("fashionmnist-best").audits] == ["random_pattern", "canary_inputs",
+                                                                                 "gradient_canaries"]
+
+
+def _dpsgd_study(name: str, canaries: int):
+    from inputdp.benchmarks.studies import AuditPlan, Study, StudyPart
+
+    return Study(name=name, target="", summary="", parts=(
+        StudyPart(dataset="synthetic", preset="smoke", methods=("dpsgd", "dirichlet_softmax"), epsilons=(4.0,),
+                  seeds=(0,), overrides={"steps": 20}, speed_steps=0),),
+        audits=(AuditPlan(canary_kind="gradient_canaries", canaries=canaries),))
+
+
+def test_gradient_canaries_that_break_delta_below_one_over_n_are_refused_before_any_work(tmp_path):
+    """Every gradient canary is a training row: n + m must stay below 1/delta, refused in one line up front."""
+    import pytest
+
+    from inputdp.benchmarks.studies import run_study
+    from inputdp.core.config import PerfFlags
+    from inputdp.core.errors import ConfigError
+
+    db = tmp_path / "s.db"
+    with pytest.raises(ConfigError, match=r"gradient_canaries x1000000' of .*dpsgd.* does not fit: delta=.* is not "
+                                          r"allowed for n=\d+ .*declare fewer gradient canaries"):
+        run_study(_dpsgd_study("too-many-gradients", 10**6), tracking_uri=f"sqlite:///{db}",
+                  perf=PerfFlags(device="cpu", progress=False))
+    assert not db.exists()
+
+
+def test_a_study_audits_its_dpsgd_rows_with_gradient_canaries_and_no_other_row(tmp_path):
+    """The gradient-canary plan applies to DP-SGD alone (Dirichlet's row is not audited by it), goes through the
+    study's store under its audit key, and the stored audit names its relation and design."""
+    from inputdp.benchmarks.studies import run_study
+    from inputdp.benchmarks.tracking import open_store
+    from inputdp.core import names
+    from inputdp.core.config import PerfFlags
+
+    db = tmp_path / "s.db"
+    _, extra = run_study(_dpsgd_study("gradients", 200), tracking_uri=f"sqlite:///{db}",
+                         perf=PerfFlags(device="cpu", progress=False))
+    assert [e.split(" of ")[0] for e in extra] == ["audit (gradient_canaries x200)"]
+    assert "dpsgd" in extra[0] and "dirichlet" not in extra[0]
+    client, exp = open_store(f"sqlite:///{db}", "gradients", create=False)
+    runs = client.search_runs([exp], filter_string=f"tags.{names.TAG_KIND} = '{names.KIND_AUDIT}'")
+    assert len(runs) == 1 and runs[0].info.status == "FINISHED"
+    tags = runs[0].data.tags
+    assert tags[names.TAG_CANARY_KIND] == "gradient_canaries" and tags[names.TAG_AUDIT_DESIGN] == "absent"
+    assert names.METRIC_THREAT_BOUND.format("white_box") in runs[0].data.metrics

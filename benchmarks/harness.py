@@ -331,7 +331,7 @@ def _with_fingerprint(config: RunConfig, data: TensorData, *, check: bool) -> Ru
     return config
 
 
-def _params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
+def params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     """The run's parameters and tags: the resolution's, and what the harness found (device, data, threads)."""
     params = p.resolved.params()
     params.update({f"{names.PARAM_LR}{k}": v for k, v in p.lr_info.items()})
@@ -373,12 +373,12 @@ def run(
     perf = perf or PerfFlags()
     callback = callback or NullCallback()
     p = prepare(config, perf, data, keep_initial=keep_model)
-    params, tags = _params_and_tags(p)
+    params, tags = params_and_tags(p)
     try:  # a signal deferred by on_start's store write is raised as it ends: inside, so the run is marked KILLED
         callback.on_start(p.config, params, tags)
         result = train(p, perf, callback, step_hook)
     except BaseException:
-        callback.on_end({}, "KILLED" if _interrupted() else "FAILED")
+        callback.on_end({}, "KILLED" if interrupted() else "FAILED")
         raise
     callback.on_end(result.metrics, "FINISHED")
     if keep_model:
@@ -389,7 +389,8 @@ def run(
     return result
 
 
-def _interrupted() -> bool:
+def interrupted() -> bool:
+    """Whether the exception being handled is a KeyboardInterrupt (the run ends KILLED, not FAILED)."""
     return isinstance(sys.exc_info()[1], KeyboardInterrupt)
 
 

@@ -58,7 +58,7 @@ def test_a_held_out_run_trains_without_them_and_reports_its_accuracy_on_them():
     data = _numbered()
     p = harness.prepare(resolve(_config()), QUIET, data)
     assert p.data.train_size == 80 and _ids(p.data.x_test) == _ids(data.hold_out(20).x_test)
-    assert harness._params_and_tags(p)[0]["train_size"] == 80 and harness._params_and_tags(p)[0]["holdout"] == 20
+    assert harness.params_and_tags(p)[0]["train_size"] == 80 and harness.params_and_tags(p)[0]["holdout"] == 20
     result = harness.run(resolve(_config()), QUIET, data=data, keep_model=True)
     held = data.hold_out(20)
     acc, _ = harness.evaluate(result.model, held.x_test, held.y_test, 1000)

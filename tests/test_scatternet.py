@@ -76,7 +76,7 @@ def test_the_harness_trains_on_features_computed_once_and_no_privacy_figure_depe
     p = harness.prepare(resolve(_config()), PerfFlags(device="cpu", progress=False), data)
     assert tuple(p.data.x_train.shape[1:]) == (81, 7, 7) and tuple(p.data.x_test.shape[1:]) == (81, 7, 7)
     assert p.frontend_seconds > 0 and tuple(data.x_train.shape[1:]) == (1, 28, 28)  # the caller's data untouched
-    assert harness._params_and_tags(p)[0]["feature_dim"] == 81 * 7 * 7  # read through Opacus' wrapper
+    assert harness.params_and_tags(p)[0]["feature_dim"] == 81 * 7 * 7  # read through Opacus' wrapper
     result = harness.run(resolve(_config()), PerfFlags(device="cpu", progress=False), data=data)
     plain = harness.run(resolve(_config(model="small_cnn")), PerfFlags(device="cpu", progress=False), data=data)
     assert result.metrics["frontend_seconds"] > 0 and plain.metrics["frontend_seconds"] == 0.0

@@ -50,7 +50,7 @@ from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.methods.fast_clipping import BookKeeping
 
-from ..harness import _interrupted, _params_and_tags, prepare, train
+from ..harness import interrupted, params_and_tags, prepare, train
 from ..resolve import NOT_RESOLVED, ResolvedRun
 from .one_run import ANALYSES, BETA, ScoreOutcome, audit_relation, bound_for_scores, check_no_holdout, epsilon_lower_bound
 
@@ -372,7 +372,7 @@ def gradient_canary_audit(resolved: ResolvedRun, *, canaries: int = 10_000, perf
         if noise_scale != 1.0:
             held.extra_tags[names.TAG_DELIBERATELY_BROKEN] = (
                 f"the optimizer's noise is {noise_scale:g} x the calibrated sigma (the claim kept): must be refuted")
-    params, tags = _params_and_tags(p)
+    params, tags = params_and_tags(p)
     params[names.PARAM_NOISE_SCALE] = noise_scale
     callback = held
     try:
@@ -381,7 +381,7 @@ def gradient_canary_audit(resolved: ResolvedRun, *, canaries: int = 10_000, perf
         result = train(p, perf, callback, trace)
     except BaseException:
         if callback is not None:
-            callback.on_end({}, "KILLED" if _interrupted() else "FAILED")
+            callback.on_end({}, "KILLED" if interrupted() else "FAILED")
         raise
     try:
         out = _score(resolved, trace, included.numpy(), result, claimed_sigma, beta, relation)

@@ -41,8 +41,9 @@ LEGEND = ("Studies: one row per method, one column per epsilon; each cell is the
 #: audits were made before the audits read the claim's relation): it tests a statement the claim does not make
 OTHER_DESIGN = "†"
 OTHER_DESIGN_NOTE = (f"{OTHER_DESIGN}: audited with add/remove's absent canaries before the audits followed the claim's "
-                     "relation; no test of this replace_input claim, so neither a refutation nor a ceiling (the replace "
-                     "design: reports/decisive-audits)")
+                     "relation; no test of this replace_input claim, so neither a refutation nor a ceiling. Under the "
+                     "replace design (reports/decisive-audits), mnist-cpu's replace_input rows read the same bounds and "
+                     "verdicts, save 'no power' where a test guessed every canary on one side")
 
 
 def _replace_claim(adjacency) -> bool:

@@ -21,14 +21,20 @@ def test_the_published_studies_are_declared():
     # each private method at each epsilon, by each of the study's audits; DP-SGD twice, at each relation:
     assert len(audited(cpu)) == 2 * (len(private_methods) + 1) == 14
     assert {r.variant for r in audited(cpu) if r.config.method == "dpsgd"} == {"", "adjacency=replace_input"}
-    # random patterns on the row's model, exclusive support on an MLP, the canaries' own coordinates on the row's
+    # random patterns on the row's model, exclusive support on an MLP, the canaries' own coordinates on the row's,
+    # gradient canaries through DP-SGD's every iterate
     plans = STUDIES.get("mnist-cpu").audits
     assert [(p.canary_kind, p.canaries, p.model) for p in plans] == [("random_pattern", 1000, None),
                                                                     ("exclusive_support", 67, "mlp"),
-                                                                    ("canary_inputs", 1000, None)]
-    # ... the last for every method that trains its features (the fixed-feature methods are audited at the mechanism)
+                                                                    ("canary_inputs", 1000, None),
+                                                                    ("gradient_canaries", 39_000, None)]
+    # ... canary inputs for every method that trains its features (the fixed-feature methods are audited at the
+    # mechanism), gradient canaries for DP-SGD's rows alone, at both relations
     assert {r.config.method for r in audited(cpu) if plans[2].applies(r)} == {
         "dirichlet_softmax", "dpsgd", "gaussian_penultimate", "pate"}
+    gradient = [r for r in audited(cpu) if plans[3].applies(r)]
+    assert {(r.config.method, r.variant) for r in gradient} == {("dpsgd", ""), ("dpsgd", "adjacency=replace_input")}
+    assert len(gradient) == 4
     for name in ("mnist-best", "fashionmnist-best"):
         runs = configurations(STUDIES.get(name), check_data=False)
         assert {r.config.privacy.epsilon for r in runs if r.config.privacy.is_private} == {1.0, 2.93}

@@ -6,6 +6,7 @@ a failing gate names its figure, value and bound.
 
 from __future__ import annotations
 
+import statistics
 import time
 
 import pytest
@@ -28,18 +29,32 @@ def _gate(figures, name):
     assert not bad, bad[0]
 
 
+#: independent interleaved measurements of the cpu-preset step; the gate reads the median of their ratios. One
+#: measurement of 30 steps read 0.96-1.22 for dirichlet / non-private on the same quiet machine (2026-12-06): one
+#: noisy round must not decide a gate
+STEP_ROUNDS = 3
+
+
 def test_step_time_cpu_model(benchmark, figures, printed):
-    """Interleaved step times on the cpu-preset model (small CNN, batch 256, GroupNorm for all)."""
-    result = benchmark.pedantic(
-        lambda: measure(STEP_METHODS, dataset="mnist", preset="cpu", batch_size=256, steps=30, warmup=5,
-                        synthetic=True, perf=QUIET), rounds=1, iterations=1)
-    m = result.methods
-    for name, entry in m.items():
-        benchmark.extra_info[f"{name}_median_step_s"] = entry["median_step_s"]
-        benchmark.extra_info[f"{name}_ratio"] = entry["ratio_to_reference"]
-    figures["dirichlet_over_nonprivate_step"] = m["dirichlet_softmax"]["ratio_to_reference"]
-    printed["dpsgd_over_dirichlet_step (cpu model)"] = m["dpsgd"]["median_step_s"] / m["dirichlet_softmax"]["median_step_s"]
-    printed["gaussian_penultimate_over_nonprivate_step (cpu model)"] = m["gaussian_penultimate"]["ratio_to_reference"]
+    """Interleaved step times on the cpu-preset model (small CNN, batch 256, GroupNorm for all): the median over
+    ``STEP_ROUNDS`` measurements of each ratio."""
+    results = benchmark.pedantic(
+        lambda: [measure(STEP_METHODS, dataset="mnist", preset="cpu", batch_size=256, steps=30, warmup=5,
+                         synthetic=True, perf=QUIET) for _ in range(STEP_ROUNDS)], rounds=1, iterations=1)
+
+    def median(f) -> float:
+        return statistics.median(f(r.methods) for r in results)
+
+    for name in results[0].methods:
+        benchmark.extra_info[f"{name}_median_step_s"] = median(lambda m, k=name: m[k]["median_step_s"])
+        benchmark.extra_info[f"{name}_ratio"] = median(lambda m, k=name: m[k]["ratio_to_reference"])
+    figures["dirichlet_over_nonprivate_step"] = median(lambda m: m["dirichlet_softmax"]["ratio_to_reference"])
+    benchmark.extra_info["dirichlet_over_nonprivate_rounds"] = [
+        r.methods["dirichlet_softmax"]["ratio_to_reference"] for r in results]
+    printed["dpsgd_over_dirichlet_step (cpu model)"] = median(
+        lambda m: m["dpsgd"]["median_step_s"] / m["dirichlet_softmax"]["median_step_s"])
+    printed["gaussian_penultimate_over_nonprivate_step (cpu model)"] = median(
+        lambda m: m["gaussian_penultimate"]["ratio_to_reference"])
     _gate(figures, "dirichlet_over_nonprivate_step")
 
 

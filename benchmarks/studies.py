@@ -25,11 +25,10 @@ from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.core.registry import Entry, Registry
 from inputdp.datasets import load_tensor_data
-from inputdp.datasets.facts import data_facts
 from inputdp.methods import METHODS
 
 from .audits.gradient_canaries import CANARY_KIND as GRADIENT_CANARIES
-from .audits.gradient_canaries import check_gradient_canaries, gradient_canary_audit
+from .audits.gradient_canaries import check_canary_rows, check_gradient_canaries, gradient_canary_audit
 from .audits.one_run import audit, design_suffix, free_coordinates, resolve_scores
 from .harness import load_average
 from .performance.speed import measure
@@ -298,14 +297,10 @@ def check_audits(study: Study, runs: Sequence[ResolvedRun]) -> None:
     for plan in study.audits:
         if plan.canary_kind == GRADIENT_CANARIES:
             for r in (r for r in audited(runs) if plan.applies(r)):
-                # every gradient canary is a training row (under replace_input; about half under add/remove)
-                n = data_facts(r.config.dataset, r.config.data_dir).train_size
-                n = min(r.config.train_examples, n) if r.config.train_examples > 0 else n
                 try:
-                    r.config.privacy.check_delta_for(n + plan.canaries)
+                    check_canary_rows(r.config, plan.canaries)
                 except ConfigError as error:
-                    raise ConfigError(f"study {study.name}: its audit '{plan.label()}' of {_label(r)} does not fit: "
-                                      f"{error}; declare fewer gradient canaries") from None
+                    raise ConfigError(f"study {study.name}: its audit '{plan.label()}' of {_label(r)}: {error}") from None
             continue
         if plan.canary_kind != "exclusive_support":
             continue

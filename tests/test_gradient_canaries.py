@@ -22,6 +22,7 @@ from inputdp.benchmarks.audits.gradient_canaries import (
     GradientCanaryResult,
     canaries_csv,
     canary_training_set,
+    check_canary_rows,
     check_gradient_canaries,
     count_tests,
     gradient_canary_audit,
@@ -166,6 +167,9 @@ def test_refusals_in_one_line(tiny):
         check_gradient_canaries(smoke_config("dpsgd"), 100, 0)
     with pytest.raises(ConfigError, match="canaries=1 "):
         check_gradient_canaries(smoke_config("dpsgd"), 1, 1.0)
+    with pytest.raises(ConfigError, match=r"1000000 gradient canaries do not fit synthetic: delta=1e-05 is not allowed"):
+        check_canary_rows(smoke_config("dpsgd"), 10**6)
+    check_canary_rows(smoke_config("dpsgd"), 1000)  # n + m = 3,000: fits
     cfg = smoke_config("dpsgd", method_options={"dpsgd": {"grad_sample_mode": "ghost"}})
     with pytest.raises(ConfigError, match="grad_sample_mode=ghost"):
         gradient_canary_audit(resolve(cfg), canaries=10, perf=QUIET, data=tiny)

@@ -232,8 +232,9 @@ def test_gradient_canaries_that_break_delta_below_one_over_n_are_refused_before_
     from inputdp.core.errors import ConfigError
 
     db = tmp_path / "s.db"
-    with pytest.raises(ConfigError, match=r"gradient_canaries x1000000' of .*dpsgd.* does not fit: delta=.* is not "
-                                          r"allowed for n=\d+ .*declare fewer gradient canaries"):
+    with pytest.raises(ConfigError, match=r"gradient_canaries x1000000. of .*dpsgd.*: 1000000 gradient canaries do not "
+                                          r"fit synthetic: delta=.* is not allowed for n=\d+ .*declare fewer gradient "
+                                          r"canaries"):
         run_study(_dpsgd_study("too-many-gradients", 10**6), tracking_uri=f"sqlite:///{db}",
                   perf=PerfFlags(device="cpu", progress=False))
     assert not db.exists()

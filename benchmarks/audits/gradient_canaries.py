@@ -48,6 +48,7 @@ from inputdp.core.claims import REPLACED
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, load_tensor_data
+from inputdp.datasets.facts import data_facts
 from inputdp.methods.fast_clipping import BookKeeping
 
 from ..harness import interrupted, params_and_tags, prepare, train
@@ -93,6 +94,18 @@ def check_gradient_canaries(config: RunConfig, canaries: int, noise_scale: float
         raise ConfigError(f"augment=true is not allowed with {CANARY_KIND} canaries: the harness's crop would move "
                           "the mark of a canary's row; audit the run without augmentation")
     check_no_holdout(config)
+
+
+def check_canary_rows(config: RunConfig, canaries: int) -> None:
+    """Every gradient canary is a training row (under add/remove, the ones that are in): n + m must stay below
+    1/delta, refused in one line before any calibration or training."""
+    n = data_facts(config.dataset, config.data_dir).train_size
+    n = min(config.train_examples, n) if config.train_examples > 0 else n
+    try:
+        config.privacy.check_delta_for(n + canaries)
+    except ConfigError as error:
+        raise ConfigError(f"{canaries} gradient canaries do not fit {config.dataset}: {error} (n counts the canary "
+                          "rows); declare fewer gradient canaries") from None
 
 
 # --- the hook DP-SGD calls -----------------------------------------------------------------------------------

@@ -88,7 +88,7 @@ def _print_one_run(args: argparse.Namespace, result) -> None:
 def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
     """``bench audit --canary-kind gradient_canaries``: DP-SGD white-box, m gradient canaries through its whole
     training (benchmarks/audits/gradient_canaries.py); every argument checked before the calibration and the store."""
-    from inputdp.benchmarks.audits.gradient_canaries import check_gradient_canaries, gradient_canary_audit
+    from inputdp.benchmarks.audits.gradient_canaries import check_canary_rows, check_gradient_canaries, gradient_canary_audit
     from inputdp.benchmarks.resolve import check_feasible
     from inputdp.benchmarks.tracking import MLflowTracker
     from inputdp.core import names
@@ -101,6 +101,7 @@ def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
     m = 10_000 if args.canaries is None else args.canaries
     noise_scale = 1.0 if args.noise_scale is None else args.noise_scale
     check_gradient_canaries(config, m, noise_scale)
+    check_canary_rows(config, m)
     (resolution,) = check_feasible([config])
     tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
     if tracker is not None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import zlib
 from pathlib import Path
 
@@ -35,57 +34,67 @@ def _series(private: pd.DataFrame):
 
 
 def series_style(label: str, rows: pd.DataFrame) -> tuple[str, str | None]:
-    """(legend label, marker face): a row whose epsilon is no guarantee of the model, or whose claim an audit
-    refutes, is drawn hollow and says so, never like a sound one."""
-    if "guarantee" in rows and str(rows["guarantee"].iloc[0]) == "false":
-        return f"{label} (no guarantee)", "white"
+    """(legend label, marker face): a row whose claim an audit refutes says "refuted", one whose epsilon is no
+    guarantee of the model says so; both are drawn hollow, never like a sound one."""
     verdicts = rows["verdict"].astype(str) if "verdict" in rows else pd.Series([], dtype=str)
     if any("refuted" in v and "not refuted" not in v for v in verdicts):
         return f"{label} (refuted)", "white"
+    if "guarantee" in rows and str(rows["guarantee"].iloc[0]) == "false":
+        return f"{label} (no guarantee)", "white"
     return label, None
 
 
-def accuracy_vs_epsilon(board: pd.DataFrame, path: Path, dataset: str) -> Path:
-    """One line per (method and recipe, model) with error bars over seeds; the non-private level as a dashed line.
-    Rows whose epsilon is no guarantee of the model (the per-example releases) are drawn with hollow markers.
+def accuracy_vs_epsilon(panels: list[tuple[str, pd.DataFrame]], reference: pd.DataFrame, path: Path,
+                        title: str) -> Path:
+    """One row of axes per panel (a relation's sound rows, each relation apart as they are not matched; the rows
+    without a guarantee for the model in a panel of their own): one line per (method and recipe, model) with error
+    bars over seeds, the non-private level as a dotted line in each.
 
-    Left: the whole range. Right (only where it zooms: the methods within 5 points of non-private span less than
+    Left: the panel's whole range. Right (only where it zooms: the rows within 5 points of non-private span less than
     the whole range): zoomed on them, where the differences that matter for a choice are a fraction of a point. The
-    legend sits outside the axes, so it hides no point or error bar.
-    """
-    private = board[[math.isfinite(e) for e in board["epsilon"]]]
-    ref = board[board["method"] == "nonprivate"]
-    ref_acc = float(ref["acc_mean"].iloc[0]) if not ref.empty else None
-    full = _limits(private, ref_acc)
-    top = private[private["acc_mean"] >= (ref_acc if ref_acc is not None else private["acc_mean"].max()) - 0.05]
-    zoom = _limits(top, ref_acc) if not top.empty else None
-    zooms = zoom is not None and full is not None and (zoom[1] - zoom[0]) < 0.8 * (full[1] - full[0])
-    fig, axes = plt.subplots(1, 2 if zooms else 1, figsize=(13 if zooms else 8, 4.4), squeeze=False)
-    axes = list(axes[0])
-    for ax in axes:
-        for label, base, g in _series(private):
-            shown, face = series_style(label, g)
-            ax.errorbar(g["epsilon"], 100 * g["acc_mean"], yerr=100 * g["acc_std"], marker="o", capsize=4,
-                        label=shown, color=colour(str(base)), linestyle="--" if " [" in label else "-",
-                        markerfacecolor=face)
-        if ref_acc is not None:
-            ax.axhline(100 * ref_acc, color="black", linestyle=":", linewidth=1, label=f"non-private ({100 * ref_acc:.2f}%)")
-        if not private.empty:
+    legend sits outside the axes, so it hides no point or error bar."""
+    ref_acc = float(reference["acc_mean"].iloc[0]) if not reference.empty else None
+    layout = []
+    for name, rows in panels:
+        full = _limits(rows, ref_acc)
+        top = rows[rows["acc_mean"] >= (ref_acc if ref_acc is not None else rows["acc_mean"].max()) - 0.05]
+        zoom = _limits(top, ref_acc) if not top.empty else None
+        zooms = (zoom is not None and full is not None and (zoom[1] - zoom[0]) < 0.8 * (full[1] - full[0])
+                 and not name.startswith("no guarantee"))  # no choice is made among those: no zoom
+        layout.append((name, rows, zoom if zooms else None))
+    cols = 2 if any(z for *_, z in layout) else 1
+    fig, axes = plt.subplots(max(1, len(layout)), cols, figsize=(13 if cols == 2 else 8, 0.6 + 3.6 * max(1, len(layout))),
+                             squeeze=False)
+    every = sorted({float(e) for _, rows in panels for e in rows["epsilon"]})
+    ticks = [e for i, e in enumerate(every) if i == 0 or e > 1.15 * every[i - 1]]  # no two labels on one spot
+    for k, (name, rows, zoom) in enumerate(layout):
+        shown_axes = [axes[k][0]] + ([axes[k][1]] if zoom else [])
+        if cols == 2 and not zoom:
+            axes[k][1].set_visible(False)  # no empty panel
+        for ax in shown_axes:
+            for label, base, g in _series(rows):
+                shown, face = series_style(label, g)
+                ax.errorbar(g["epsilon"], 100 * g["acc_mean"], yerr=100 * g["acc_std"], marker="o", capsize=4,
+                            label=shown, color=colour(str(base)), linestyle="--" if " [" in label else "-",
+                            markerfacecolor=face)
+            if ref_acc is not None:
+                ax.axhline(100 * ref_acc, color="black", linestyle=":", linewidth=1,
+                           label=f"non-private ({100 * ref_acc:.2f}%)")
             ax.set_xscale("log", base=2)
-            eps = [e for i, e in enumerate(sorted(private["epsilon"].unique()))
-                   if i == 0 or e > 1.15 * sorted(private["epsilon"].unique())[i - 1]]  # no two labels on one spot
-            ax.set_xticks(eps, [f"{e:g}" for e in eps])
+            ax.set_xticks(ticks, [f"{e:g}" for e in ticks])
+            ax.minorticks_off()
+            ax.grid(alpha=0.3)
+            ax.set_ylabel("test accuracy (%)")
+        shown_axes[0].set_title(name, fontsize=10, loc="left")
+        if zoom:
+            shown_axes[1].set_ylim(*zoom)
+            shown_axes[1].set_title("zoom: within 5 points of non-private", fontsize=10)
+        shown_axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    for ax in axes[-1]:
         ax.set_xlabel("target epsilon (delta as in the table)")
-        ax.grid(alpha=0.3)
-    axes[0].set_ylabel("test accuracy (%)")
-    axes[0].set_title("all methods")
-    if zooms:
-        axes[1].set_ylim(*zoom)
-        axes[1].set_title("zoom: within 5 points of non-private")
-    presets = ", ".join(sorted(board["preset"].astype(str).unique()))
-    models = ", ".join(sorted(board["model"].astype(str).unique()))
-    fig.suptitle(f"{dataset}: accuracy at matched privacy ({presets} preset, {models})")
-    axes[-1].legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0)
+    if not layout:
+        axes[0][0].text(0.5, 0.5, "no private row", ha="center", va="center", transform=axes[0][0].transAxes)
+    fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=120, bbox_inches="tight")
     plt.close(fig)
@@ -106,32 +115,40 @@ def _limits(rows: pd.DataFrame, ref_acc: float | None) -> tuple[float, float] | 
 def time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
     """What each method costs in time, two ways. Left: a step's time as a multiple of the non-private step's, the
     study's interleaved measurement with the quartiles of its paired per-step ratios as whiskers where there is one
-    (else the sequential runs' epoch times, no whisker). Right: the time to train one model, the median over the
-    runs that had the cores to themselves, which an own-loop method (PATE: teachers, votes, student) has too."""
+    (else the sequential runs' epoch times, no whisker); left out where no row has one (each method at its own
+    recipe: its cost is its whole run). Right: the time to train one model, the median over the runs that had the
+    cores to themselves, which an own-loop method (PATE: teachers, votes, student) has too; in seconds where every
+    run took under two minutes, so that no two bars read the same label."""
     rows = board.assign(base=board["method"].astype(str).str.split(" [", regex=False).str[0])
-    fig, (left, right) = plt.subplots(1, 2, figsize=(12.8, 4.2))
     step = rows[rows["time_ratio_to_nonprivate"].notna()
                 & ~rows["speed_source"].astype(str).str.startswith("whole run")].groupby("method").first()
     step = step.sort_values("time_ratio_to_nonprivate")
-    _bars(left, step, step["time_ratio_to_nonprivate"], lambda v: f"×{v:.2f}", whiskers=True)
-    left.axhline(1.0, color="black", linestyle=":", linewidth=1)
-    left.set_ylabel("step time ÷ non-private step time")
-    left.set_title("per step" + _step_sources(left, step))
-    per_run = rows.groupby("method").agg(minutes=("median_run_time_s", "median"), base=("base", "first"))
-    per_run = per_run.assign(minutes=per_run["minutes"] / 60).dropna().sort_values("minutes")
-    ref = per_run["minutes"].get("nonprivate")
-    _bars(right, per_run, per_run["minutes"], lambda v: f"{v:.1f} min" + (f"\n×{v / ref:.2f}" if ref else ""))
-    right.set_ylabel("minutes to train one model")
-    right.set_title("per run (median of the uncontended runs)")
-    own_recipes = (rows["view"] == "own_best").any() if "view" in rows.columns else False
-    for ax, data in ((left, step), (right, per_run)):
-        if data.empty:
-            ax.text(0.5, 0.5, ("each method at its own recipe (q, T, model):\nits cost is the whole run (right)"
-                               if ax is left and own_recipes else
-                               "every run was timed while other work shared\nthe cores: no speed comparison"),
-                    ha="center", va="center", transform=ax.transAxes)
-            ax.set_xticks([])
-            ax.set_yticks([])  # an empty panel says why; no axis of 0 to 1 that measures nothing
+    per_run = rows.groupby("method").agg(seconds=("median_run_time_s", "median"), base=("base", "first"))
+    per_run = per_run.dropna().sort_values("seconds")
+    panels = (["step"] if not step.empty else []) + (["run"] if not per_run.empty else [])
+    # a panel's width grows with its bars, so that no two labels on them overlap
+    widths = [max(4.0, 0.95 * len(step) + 1.5) if p == "step" else max(4.0, 0.95 * len(per_run) + 1.5) for p in panels]
+    fig, axes = plt.subplots(1, max(1, len(panels)), figsize=(max(6.4, sum(widths)), 4.2), squeeze=False,
+                             gridspec_kw={"width_ratios": widths} if widths else None)
+    axes = list(axes[0])
+    if "step" in panels:
+        left = axes[0]
+        _bars(left, step, step["time_ratio_to_nonprivate"], lambda v: f"×{v:.2f}", whiskers=True)
+        left.axhline(1.0, color="black", linestyle=":", linewidth=1)
+        left.set_ylabel("step time ÷ non-private step time")
+        left.set_title("per step" + _step_sources(left, step))
+    if "run" in panels:
+        right = axes[-1]
+        unit, values, labels = run_time_labels(per_run["seconds"], reference="nonprivate")
+        _bars(right, per_run, values, labels)
+        right.set_ylabel(f"{unit} to train one model")
+        right.set_title("per run (median of the uncontended runs)")
+    if not panels:  # one panel that says why there is no comparison; no axis of 0 to 1 that measures nothing
+        axes[0].text(0.5, 0.5, "every run was timed while other work shared\nthe cores: no speed comparison",
+                     ha="center", va="center", transform=axes[0].transAxes)
+        axes[0].set_xticks([])
+        axes[0].set_yticks([])
+    for ax in axes:
         for tick in ax.get_xticklabels():  # a long variant's name ends under its own bar, not across its neighbours'
             tick.set_rotation(25)
             tick.set_horizontalalignment("right")
@@ -141,6 +158,19 @@ def time_bars(board: pd.DataFrame, path: Path, dataset: str) -> Path:
     fig.savefig(path, dpi=120)
     plt.close(fig)
     return path
+
+
+def run_time_labels(seconds: pd.Series, reference: str | None = None) -> tuple[str, pd.Series, list[str]]:
+    """(the unit, the values in it, each bar's label): minutes where some run took two minutes or more, else
+    seconds; three significant figures under 10, so that runs a few percent apart never read the same label; the
+    ratio to the reference's where it is among them."""
+    minutes = float(seconds.max()) >= 120
+    unit, short = ("minutes", "min") if minutes else ("seconds", "s")
+    values = seconds / (60.0 if minutes else 1.0)
+    ref = values.get(reference) if reference is not None else None
+    labels = [(f"{v:.1f} {short}" if v >= 10 else f"{v:.2f} {short}") + (f"\n×{v / ref:.2f}" if ref else "")
+              for v in values]
+    return unit, values, labels
 
 
 def _step_sources(ax, step: pd.DataFrame) -> str:
@@ -170,6 +200,7 @@ def _bars(ax, rows: pd.DataFrame, values: pd.Series, label, whiskers: bool = Fal
         yerr = [lo.fillna(0).values, hi.fillna(0).values]
     bars = ax.bar([str(i) for i in rows.index], values.values, color=colours, yerr=yerr, capsize=4)
     tops = values.values + (yerr[1] if yerr is not None else 0)  # the label sits above the whisker, not on it
-    for bar, value, top in zip(bars, values.values, tops):
-        ax.text(bar.get_x() + bar.get_width() / 2, top, label(value), ha="center", va="bottom", fontsize=9)
+    texts = label if isinstance(label, list) else [label(v) for v in values.values]
+    for bar, text, top in zip(bars, texts, tops):
+        ax.text(bar.get_x() + bar.get_width() / 2, top, text, ha="center", va="bottom", fontsize=9)
     ax.set_ylim(0, float(tops.max()) * 1.3)

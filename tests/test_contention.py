@@ -12,7 +12,7 @@ from inputdp.benchmarks.harness import contention, run
 from inputdp.benchmarks.resolve import resolve
 from inputdp.core import names
 from inputdp.core.config import PerfFlags
-from inputdp.reports.leaderboard import _uncontended_median
+from inputdp.reports.leaderboard.board import _uncontended_median
 
 from .helpers import smoke_config
 

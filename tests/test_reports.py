@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -12,7 +13,9 @@ from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.resolve import check_feasible
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
 from inputdp.core.config import PerfFlags
-from inputdp.reports.leaderboard import audit_table, display_table, leaderboard, load_runs, paper_results, tidy
+from inputdp.reports.leaderboard import audit_table, display_table, leaderboard, load_runs, paper_results, tidy, write_report
+
+ROOT = Path(__file__).resolve().parents[1]
 
 METHODS = ["nonprivate", "dirichlet_softmax", "gaussian_penultimate"]
 
@@ -93,7 +96,7 @@ def test_an_own_best_row_is_timed_by_its_whole_run_not_a_step(store):
 def test_a_papers_epsilon_below_what_the_vectors_spend_is_refuted():
     """A claim whose released vectors spend more than its epsilon (the paper's accountant at the cpu preset: at
     least 3.91 for a claimed 1) reads as refuted for the vectors, whatever the audits say."""
-    from inputdp.reports.leaderboard import _vectors_verdict
+    from inputdp.reports.leaderboard.verdicts import _vectors_verdict
 
     paper = {"epsilon": 1.0, "accountant": "paper", "vectors_lb": 3.9153}
     assert _vectors_verdict(paper) == "the paper epsilon is refuted for the released vectors: they spend at least 3.92"
@@ -226,7 +229,8 @@ def test_bench_report_writes_files(store, tmp_path, capsys):
     assert "## Published results side by side" not in md and "published results have no comparable run here" in md
     assert "plumbing, not a comparison" in md.splitlines()[2]  # the smoke banner, before any figure
     head = next(line for line in md.splitlines() if line.startswith("| dataset | method |"))
-    assert head.startswith("| dataset | method | epsilon | accuracy % (n) | speed (x non-private) |")
+    assert head.startswith("| dataset | method | model | epsilon | accuracy % (n) | per step (x non-private) | "
+                           "whole run (x non-private) |")
     assert head.rstrip(" |").endswith("verdict") and "## Details" in md
     # one glance table per group: the reference, then the rows without a guarantee for the model, apart (no row of
     # this store is sound for the model: that group has no table)
@@ -235,6 +239,10 @@ def test_bench_report_writes_files(store, tmp_path, capsys):
     assert "### Sound for the released model" not in md
     assert reference < md.index("| nonprivate |") < none < md.index("| dirichlet_softmax |") < details
     assert none < md.index("| gaussian_penultimate |") < details
+    # the answer comes first, then the plots: no row of this store is sound, and the answer says so per relation
+    answer = md.index("## Which method, at what cost")
+    assert answer < md.index("![accuracy_vs_epsilon") < reference
+    assert "no sound row (every row refuted or no guarantee)" in md[answer:md.index("![accuracy_vs_epsilon")]
     csv = pd.read_csv(out / "leaderboard.csv")
     assert len(csv) == 5 and "time_ratio_to_nonprivate" in csv.columns
 
@@ -391,8 +399,9 @@ def _chromium() -> str | None:
 
 @pytest.mark.skipif(_chromium() is None, reason="needs a headless Chromium (Debian: apt install chromium)")
 def test_the_html_leaderboard_in_a_real_browser(store, tmp_path):
-    """The page loads in headless Chromium, its table renders with the verdicts coloured, and a click on a header
-    (the page's own click handler, fired by opening it with #sort=COLUMN) sorts the rows."""
+    """The page loads in headless Chromium: the answer first, then the plots, then one sortable table per group
+    (what the claim covers) with its legend, the details and audits folded; a click on a header (the page's own
+    click handler, fired by opening it with #sort=COLUMN) sorts the rows."""
     import re
     import subprocess
 
@@ -406,29 +415,64 @@ def test_the_html_leaderboard_in_a_real_browser(store, tmp_path):
         assert proc.returncode == 0, proc.stderr[-2000:]
         return proc.stdout
 
-    def epsilons(html: str) -> list[str]:
-        table = html.split('class="dataframe sortable"', 1)[1].split("</table>", 1)[0]
+    def tables(html: str) -> list[str]:
+        return [t.split("</table>", 1)[0] for t in html.split('class="dataframe sortable"')[1:]]
+
+    def epsilons(table: str) -> list[str]:
         rows = re.findall(r"<tr[^>]*>(.*?)</tr>", table.split("<tbody>", 1)[1], re.S)
-        return [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)[2] for r in rows]
+        return [re.findall(r"<td[^>]*>(.*?)</td>", r, re.S)[3] for r in rows]
 
     plain = dom(page)
     assert "accuracy % (n)" in plain and 'class="verdict' in plain
-    shown = epsilons(plain)
-    assert len(shown) == 5
-    key = [float("inf") if e.startswith("∞") else float(e) for e in shown]
+    # the order a reader asks in: the answer, the plots, the groups' tables; the details and audits folded
+    order = [plain.index(s) for s in ("Which method, at what cost", "<img", "The non-private reference",
+                                      "No guarantee for the released model", "<details><summary>Details")]
+    assert order == sorted(order)
+    reference, none = tables(plain)
+    assert len(epsilons(reference)) == 1
+    shown = epsilons(none)
+    assert len(shown) == 4
+    key = [float(e) for e in shown]
     assert key != sorted(key)  # the page opens in the leaderboard's own order: the sort below has work to do
-    ascending = epsilons(dom(page + "#sort=2"))  # a click on the epsilon header
-    assert [float("inf") if e.startswith("∞") else float(e) for e in ascending] == sorted(key)
-    assert 'data-order="asc"' in dom(page + "#sort=2")
+    sorted_page = dom(page + "#sort=3")  # a click on each table's epsilon header
+    assert [float(e) for e in epsilons(tables(sorted_page)[1])] == sorted(key)
+    assert 'data-order="asc"' in sorted_page
     # the table at a glance: short cells (the longest a few words), each with its full text as a tooltip
-    glance = plain.split('class="dataframe sortable"', 1)[1].split("</table>", 1)[0]
-    cells = re.findall(r"<td[^>]*>(.*?)</td>", glance, re.S)
+    cells = re.findall(r"<td[^>]*>(.*?)</td>", none, re.S)
     assert max(len(c) for c in cells) <= 60, max(cells, key=len)
-    titles = re.findall(r'<td class="verdict [a-z]+" title="([^"]+)">', glance)
+    titles = re.findall(r'<td class="verdict [a-z]+" title="([^"]+)">', none)
     assert len(titles) == 4 and all(len(t) > 60 for t in titles)  # every private row's verdict, in full
-    # the rows whose claim does not cover the model come last and are greyed: never drawn like a sound one
-    classes = re.findall(r"<tr( class=\"noguarantee\")?>", glance.split("<tbody>", 1)[1])
-    assert classes == ["", *[' class="noguarantee"'] * 4]  # the reference, then the four per-example rows
+    # the rows whose claim does not cover the model are greyed: never drawn like a sound one
+    assert re.findall(r"<tr( class=\"noguarantee\")?>", none.split("<tbody>", 1)[1]) == [' class="noguarantee"'] * 4
+    assert re.findall(r"<tr( class=\"noguarantee\")?>", reference.split("<tbody>", 1)[1]) == [""]
+
+
+def test_the_answer_is_the_best_sound_row_of_the_csv(tmp_path):
+    """The answer table, read back from the written page, against an independent reading of leaderboard.csv (the
+    committed mnist-cpu study): per data set, relation and epsilon, the most accurate row whose claim is a
+    guarantee that no audit refutes, a claim about replacing an example counting for replace_input too."""
+    import re
+
+    board = pd.read_csv(ROOT / "reports" / "mnist-cpu" / "leaderboard.csv")
+    out = tmp_path / "rep"
+    write_report(board, out)
+    csv = pd.read_csv(out / "leaderboard.csv")
+    md = (out / "leaderboard.md").read_text()
+    section = md.split("## Which method, at what cost", 1)[1].split("\n\n", 2)[1]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in section.splitlines()[2:]]
+    assert len(rows) == 4  # mnist: add/remove and replace one input, at eps 1 and 4
+    for dataset, relation, eps, method, model, accuracy, *_ in rows:
+        adjacency = csv["adjacency"].fillna("").astype(str)
+        covers = (adjacency.str.startswith("add/remove") if relation == "add/remove"
+                  else adjacency.str.contains("replace"))
+        sound = ((csv["guarantee"].astype(str) != "false")
+                 & ~csv["verdict"].astype(str).str.contains(r"claim refuted|refuted at the mechanism"))
+        mine = csv[(csv["dataset"] == dataset) & np.isclose(csv["epsilon"], float(eps)) & covers & sound]
+        best = mine.loc[mine["acc_mean"].idxmax()]
+        assert (method, model) == (best["method"], best["model"])
+        assert re.match(rf"{100 * best['acc_mean']:.2f} ± ", accuracy)
+    # the refuted rows, more accurate than every sound one, are never the answer
+    assert not any(r[3] in ("dirichlet_softmax", "gaussian_penultimate") for r in rows)
 
 
 def test_a_row_without_a_guarantee_is_drawn_hollow_and_says_so():
@@ -467,7 +511,8 @@ def test_the_glance_verdict_is_the_full_one_in_a_few_words(full, short):
 
 
 def test_the_glance_tables_group_rows_by_what_the_claim_covers():
-    from inputdp.reports.leaderboard import NO_GUARANTEE, REFERENCE, SOUND, _grouped_markdown, covers_model
+    from inputdp.reports.leaderboard import NO_GUARANTEE, REFERENCE, SOUND, covers_model
+    from inputdp.reports.leaderboard.tables import _grouped_markdown
 
     assert covers_model("yes", "not refuted (ceiling 5.56)") == SOUND
     assert covers_model("yes", "tight to 0.98") == SOUND
@@ -542,3 +587,29 @@ def test_the_mechanism_table_counts_refutations_at_two_thirds_and_tight_reads_at
     lines = mechanism_table(folder)
     assert lines[4] == "| cpu | dpsgd | (defaults) | eps 1: 0.98 | 3/3 | 0/3 |"
     assert lines[5] == "| cpu | dp_least_squares | (defaults) | eps 1: 0.83 (not refuted) | 3/3 | 1/3 |"
+
+
+def test_the_accuracy_plot_keeps_relations_and_refuted_rows_apart():
+    """One panel per relation of the sound rows (a claim about replacing an example counts for replace_input too),
+    the refuted and no-guarantee rows in a panel of their own, no empty panel (the committed mnist-cpu study)."""
+    from inputdp.reports.leaderboard.answer import NO_GUARANTEE_PANEL, plot_panels
+
+    board = pd.read_csv(ROOT / "reports" / "mnist-cpu" / "leaderboard.csv")
+    private = board[np.isfinite(board["epsilon"])]
+    panels = {title.split(" (")[0]: set(rows["method"]) for title, rows in plot_panels(private)}
+    assert panels == {"sound under add/remove": {"dpsgd", "pate"},
+                      "sound under replace one input": {"dp_least_squares", "feature_perturbation", "pate",
+                                                        "dpsgd [adjacency=replace_input]"},
+                      NO_GUARANTEE_PANEL.split(" (")[0]: {"dirichlet_softmax", "gaussian_penultimate"}}
+    assert plot_panels(private[private["method"] == "dpsgd"])[0][0].startswith("sound under add/remove")
+    assert len(plot_panels(private[private["method"] == "dpsgd"])) == 1  # no empty panel
+
+
+def test_run_time_bars_read_apart():
+    """Smoke-size runs (seconds each) are labelled in seconds at three figures, not all "0.1 min"."""
+    from inputdp.reports.plots import run_time_labels
+
+    unit, values, labels = run_time_labels(pd.Series({"nonprivate": 6.1, "dpsgd": 6.4, "pate": 8.2}), "nonprivate")
+    assert unit == "seconds" and len(set(labels)) == 3 and labels[1].startswith("6.40 s\n×1.05")
+    unit, values, labels = run_time_labels(pd.Series({"nonprivate": 86.0, "pate": 455.0}))
+    assert unit == "minutes" and labels == ["1.43 min", "7.58 min"]

@@ -1,0 +1,127 @@
+"""The answer first: per data set, neighbouring relation and epsilon, the most accurate row whose claim is sound for
+the released model (a guarantee that no audit refutes), what it costs against the non-private reference, and the
+next best, so that a reader who knows their relation and budget reads one line.
+
+A row answers for a relation when its claim is under that relation, or under one whose theorem covers it: a claim
+about replacing one example (its input and its label: PATE's, "add/remove or replace one example") covers replacing
+its input alone. An add/remove claim at epsilon does not cover replace_input at the same epsilon (one replacement is
+two add/remove steps: 2 epsilon by group privacy), so it answers for add/remove alone (methods/THEORY.md,
+"Neighbouring relations")."""
+
+from __future__ import annotations
+
+import math
+
+import pandas as pd
+
+from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES, REPLACE_INPUT, relation_named
+
+from .verdicts import SOUND, covers_model
+
+#: the relations as the answer names them, with what each protects (its one-line legend)
+RELATION_LEGEND = {
+    ADD_REMOVE: ("add/remove", "one example added or removed, input and label: protects inputs, labels and membership"),
+    REPLACE_INPUT: ("replace one input", "one input replaced, its label and membership public: protects inputs"),
+}
+#: the text of a claim whose theorem holds for one example (input and label) replaced, which covers replace_input
+_REPLACES_AN_EXAMPLE = "replace one example"
+#: the accuracy plot's panel of the rows without a guarantee for the released model (drawn without a zoom: no choice
+#: is made among them)
+NO_GUARANTEE_PANEL = "no guarantee for the released model (refuted, or a claim about other outputs)"
+ANSWER_COLUMNS = ["dataset", "relation", "epsilon", "best sound method", "model", "accuracy % (n)", "time (x non-private)",
+                  "next best", "non-private accuracy %"]
+
+
+def relations_covered(row) -> list[str]:
+    """The relations a board row's claim answers for (none for the reference, or a claim about no relation)."""
+    key = str(row.get("relation_key", "") or "")
+    adjacency = "" if pd.isna(row.get("adjacency", "")) else str(row.get("adjacency", ""))
+    if key not in RELATION_VALUES:
+        try:
+            key = relation_named(adjacency).key
+        except ValueError:
+            key = ""
+    out = [key] if key in RELATION_VALUES else []
+    if adjacency.startswith("add/remove") and ADD_REMOVE not in out:  # "add/remove or ...", logged before the key
+        out.append(ADD_REMOVE)
+    if _REPLACES_AN_EXAMPLE in adjacency and REPLACE_INPUT not in out:
+        out.append(REPLACE_INPUT)
+    return out
+
+
+def is_sound(row) -> bool:
+    """Whether a private row's claim is a guarantee of the released model that no audit refutes."""
+    guarantee = "no" if str(row.get("guarantee", "")) == "false" else "yes"
+    return covers_model(guarantee, str(row.get("verdict", ""))) == SOUND
+
+
+def time_cell(row) -> str:
+    """The row's time against the reference's, and what was timed: a step (interleaved or the epochs of the
+    sequential runs) or the whole run; "" where no uncontended timing exists."""
+    ratio = row.get("time_ratio_to_nonprivate", math.nan)
+    if pd.isna(ratio):
+        return ""
+    source = str(row.get("speed_source", ""))
+    return f"×{float(ratio):.2f} " + ("whole run" if source.startswith("whole run") else "per step")
+
+
+def _accuracy(row) -> str:
+    n = int(row["seeds"])
+    return (f"{100 * row['acc_mean']:.2f} ± {100 * row['acc_std']:.2f} ({n})" if n > 1
+            else f"{100 * row['acc_mean']:.2f} (1)")
+
+
+def answer_table(board: pd.DataFrame) -> pd.DataFrame:
+    """One row per (data set, relation, epsilon) that some private row claims: the best sound row, or "no sound
+    row" where every row of it is refuted or no guarantee."""
+    if board.empty:
+        return pd.DataFrame(columns=ANSWER_COLUMNS)
+    private = board[[math.isfinite(float(e)) for e in board["epsilon"]]]
+    reference = board[[not math.isfinite(float(e)) for e in board["epsilon"]]]
+    rows = []
+    keyed = [(r, rel) for _, r in private.iterrows() for rel in relations_covered(r)]
+    groups: dict[tuple, list] = {}
+    for r, rel in keyed:
+        groups.setdefault((str(r["dataset"]), rel, float(r["epsilon"])), []).append(r)
+    order = list(RELATION_LEGEND)
+    for (dataset, rel, eps) in sorted(groups, key=lambda k: (k[0], order.index(k[1]), k[2])):
+        sound = sorted((r for r in groups[(dataset, rel, eps)] if is_sound(r)), key=lambda r: -float(r["acc_mean"]))
+        ref = reference[reference["dataset"] == dataset]
+        row = {"dataset": dataset, "relation": RELATION_LEGEND[rel][0], "epsilon": f"{eps:g}",
+               "non-private accuracy %": f"{100 * ref['acc_mean'].max():.2f}" if not ref.empty else ""}
+        if not sound:
+            row.update({"best sound method": "no sound row (every row refuted or no guarantee)", "model": "",
+                        "accuracy % (n)": "", "time (x non-private)": "", "next best": ""})
+        else:
+            best = sound[0]
+            nxt = sound[1] if len(sound) > 1 else None
+            row.update({"best sound method": str(best["method"]), "model": str(best["model"]),
+                        "accuracy % (n)": _accuracy(best), "time (x non-private)": time_cell(best),
+                        "next best": "" if nxt is None else f"{nxt['method']} ({nxt['model']}) {100 * nxt['acc_mean']:.2f}"})
+        rows.append(row)
+    return pd.DataFrame(rows, columns=ANSWER_COLUMNS)
+
+
+def answer_legend(answer: pd.DataFrame) -> str:
+    """The one-line legend of the relations the answer names."""
+    shown = set(answer["relation"]) if not answer.empty else set()
+    return "; ".join(f"{short}: {text}" for short, text in RELATION_LEGEND.values() if short in shown)
+
+
+def plot_panels(private: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
+    """The accuracy plot's panels: each relation's sound rows (a row whose claim covers two relations is in both),
+    then every row without a guarantee for the released model (refuted, or a claim about other outputs), so that no
+    refuted row is drawn among the sound ones and no add/remove row beside a replace_input one as if matched."""
+    panels = []
+    sound = private[[is_sound(r) for _, r in private.iterrows()]] if not private.empty else private
+    for rel, (short, text) in RELATION_LEGEND.items():
+        rows = sound[[rel in relations_covered(r) for _, r in sound.iterrows()]] if not sound.empty else sound
+        if not rows.empty:
+            panels.append((f"sound under {short} ({text.split(': ')[-1]})", rows))
+    other = sound[[not relations_covered(r) for _, r in sound.iterrows()]] if not sound.empty else sound
+    if not other.empty:
+        panels.append(("sound, under a relation of its own (see the table)", other))
+    unsound = private[[not is_sound(r) for _, r in private.iterrows()]] if not private.empty else private
+    if not unsound.empty:
+        panels.append((NO_GUARANTEE_PANEL, unsound))
+    return panels

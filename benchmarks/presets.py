@@ -65,6 +65,11 @@ class Preset(Entry):
     per_dataset: Mapping[str, DatasetSettings]
     fallback: DatasetSettings | None = None
     view: str = "matched"
+    #: what one run takes, as measured (minutes on the machine named), announced when a command falls back to
+    #: the preset and shown by ``bench list``; "" where none was measured
+    time_per_run: str = ""
+    #: (fewest, most) minutes a run of one method took there: the announced estimate of a sweep
+    minutes_per_run: tuple[float, float] | None = None
 
     def __post_init__(self) -> None:
         if self.view not in VIEWS:
@@ -122,7 +127,8 @@ _SMOKE = DatasetSettings(
                              "public_pool": 800, "teacher_epochs": 10, "student_epochs": 30}},
 )
 PRESETS.register(Preset(name="smoke", target="", summary="seconds: 2,000 examples, 2 epochs of a tiny CNN; for tests",
-                        per_dataset={}, fallback=_SMOKE))
+                        per_dataset={}, fallback=_SMOKE, time_per_run="seconds a run on 2 cores",
+                        minutes_per_run=(0.05, 0.5)))
 
 # q = 256/60000, T = 2340 (10 epochs): Dirichlet's accountant floor here is eps ~ 0.25, so eps = 1 is feasible.
 # A one-epoch linear warm-up for every method. The Dirichlet loss scales its gradient with s_y, so under SGD a
@@ -145,6 +151,8 @@ _CPU_MNIST = DatasetSettings(
 PRESETS.register(Preset(
     name="cpu", target="", summary="minutes per method on 2 cores: full MNIST/FashionMNIST, small CNN, 10 epochs",
     per_dataset={"mnist": _CPU_MNIST, "fashionmnist": _CPU_MNIST},
+    # the medians of reports/mnist-cpu's uncontended runs (2026-12-05, 2 cores): dp_least_squares 0.42 to pate 2.34
+    time_per_run="0.4 to 2.3 minutes a run on 2 cores (MNIST; reports/mnist-cpu)", minutes_per_run=(0.4, 2.3),
     fallback=DatasetSettings(model="small_cnn", sampling_rate=256 / 50000, steps=1950, lr=0.05, momentum=0.9,
                              lr_warmup_steps=195,
                              method_settings={"dirichlet_softmax": {"optimizer": "adam", "lr": 1e-3, "momentum": 0.0}},
@@ -161,6 +169,7 @@ _PAPER_DPSGD = {"max_grad_norm": 1.0}
 _PAPER_PENULTIMATE = {"accountant": "rdp"}
 PRESETS.register(Preset(
     name="paper", target="", summary="the paper's Section 4.1.2 configurations exactly (GPU-sized)",
+    time_per_run="GPU-sized: not measured on a CPU (hours a run)",
     per_dataset={
         "cifar10": DatasetSettings(model="resnet18", sampling_rate=250 / 50000, steps=20000, lr=0.1, augment=True,
                                    method_options={"dirichlet_softmax": _PAPER_DIRICHLET, "dpsgd": _PAPER_DPSGD,
@@ -226,6 +235,9 @@ _BEST_CIFAR = DatasetSettings(
 PRESETS.register(Preset(
     name="best", target="", view="own_best",
     summary="each method at its own best recipe, same (epsilon, delta): DP-SGD on ScatterNet features (CPU)",
+    # reports/mnist-best (2026-12-05, 2 cores): dpsgd's median 0.22 minutes; PATE 9 to 21 (benchmarks/docs/speed.md)
+    time_per_run="0.2 to 21 minutes a run on 2 cores (MNIST; PATE the longest; reports/mnist-best)",
+    minutes_per_run=(0.2, 21.0),
     per_dataset={"mnist": _best({**_BEST_SCATTER_DPSGD, "configs_tried": 4}),
                  "fashionmnist": _best({**_BEST_SCATTER_DPSGD, "configs_tried": 3}),
                  "cifar10": _BEST_CIFAR},

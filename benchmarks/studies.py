@@ -34,7 +34,7 @@ from .harness import load_average
 from .performance.speed import measure
 from .resolve import ResolvedRun, check_feasible, resolve
 from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep
-from .tracking import MLflowTracker, default_tracking_uri, is_alive, open_store, parent_run, run_name, runs_with_key, sqlite_path
+from .tracking import MLflowTracker, open_store, parent_run, run_name, runs_with_key
 
 #: the entry-point group installed packages use to add studies
 ENTRY_POINT_GROUP = "inputdp.studies"
@@ -221,54 +221,10 @@ def audited(runs: Sequence[ResolvedRun]) -> list[ResolvedRun]:
     return out
 
 
-@dataclass
-class StudyStatus:
-    """What the store holds of a study: each configuration and audit done (FINISHED), running or missing."""
-
-    done: list[str] = field(default_factory=list)
-    running: list[str] = field(default_factory=list)
-    missing: list[str] = field(default_factory=list)
-
-    def add(self, label: str, runs: list) -> None:
-        """File ``label`` by the runs stored under its key."""
-
-        if any(r.info.status == "FINISHED" for r in runs):
-            self.done.append(label)
-        elif any(r.info.status == "RUNNING" and is_alive(r) for r in runs):
-            self.running.append(label)
-        else:
-            self.missing.append(label)
-
-
 def _label(r: ResolvedRun) -> str:
     c = r.config
     eps = "inf" if not c.privacy.is_private else f"{c.privacy.epsilon:g}"
     return f"{c.method}{f' [{r.variant}]' if r.variant else ''} {c.dataset} {c.preset} eps={eps} seed={c.seed}"
-
-
-def status(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None,
-           data_dir: str | None = None) -> StudyStatus:
-    """The study's state in the store (its experiment is named after it); nothing is run."""
-
-    perf = perf or PerfFlags()
-    runs = configurations(study, data_dir)
-    out = StudyStatus()
-    uri = tracking_uri or default_tracking_uri()
-    path = sqlite_path(uri)
-    mlflow_client, exp = (None, None) if path is not None and not path.exists() else \
-        open_store(uri, study.name, create=False)  # no store yet: everything is missing
-    for r in runs:
-        out.add(_label(r), runs_with_key(mlflow_client, exp, r.key(perf)) if exp else [])
-    for plan in study.audits:
-        for r in (r for r in audited(runs) if plan.applies(r)):
-            target = plan.of(r)
-            out.add(f"audit ({plan.label()}) of {_label(r)}",
-                    runs_with_key(mlflow_client, exp, audit_key(target, plan)) if exp else [])
-    for part in study.parts:
-        if part.speed_steps:
-            out.add(f"speed of {part.dataset} {part.preset}",
-                    runs_with_key(mlflow_client, exp, speed_key(part, perf)) if exp else [])
-    return out
 
 
 def rounds(study: Study, runs: Sequence[ResolvedRun]) -> list[list[ResolvedRun]]:

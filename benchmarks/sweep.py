@@ -53,6 +53,9 @@ class Overrides:
 
 def parse_list(text: str, kind: type, what: str) -> list:
     """A comma-separated flag as a list of ``kind``, refused in one line when a value does not parse."""
+    if any(not v.strip() for v in text.split(",")) and text.strip():
+        raise ConfigError(f"{what}={text!r} is not allowed: it has an empty item; give a comma-separated list of "
+                          f"{kind.__name__}s, e.g. 0,1,2")
     try:
         values = [kind(v) for v in text.split(",") if v.strip()]
     except ValueError:

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from inputdp.core.errors import ConfigError, one_line
+from inputdp.core.errors import ConfigError, DataMissing, one_line
 
 from .fingerprint import fingerprint_of_arrays
 from .lookup import dataset_info
@@ -62,7 +62,7 @@ def check_holdout(n: int, total: int) -> None:
 
 
 def _missing(info: DatasetInfo, root, err: Exception) -> ConfigError:
-    return ConfigError(
+    return DataMissing(
         f"data set {info.name!r} is missing under {root} and could not be downloaded: "
         f"put {info.files} in {root} (or pass --data-dir DIR)"
     )

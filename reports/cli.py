@@ -13,7 +13,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     study) logged as an MLflow table on the study's parent run."""
     from pathlib import Path
 
-    from inputdp.benchmarks.tracking import check_tracking_uri
+    from inputdp.benchmarks.tracking import check_tracking_uri, open_store
 
     from .leaderboard import leaderboard, load_runs, tidy, write_audit_report, write_report
 
@@ -21,6 +21,11 @@ def cmd_report(args: argparse.Namespace) -> int:
     if out.exists() and not out.is_dir():
         raise ConfigError(f"--out {args.out!r} is not allowed: it is a file; give a folder (made if missing)")
     check_tracking_uri(args.tracking_uri, write=False)
+    client, exp = open_store(args.tracking_uri, args.experiment, create=False)
+    if exp is None:  # a misspelt name: say which experiments the store holds
+        held = sorted(e.name for e in client.search_experiments() if e.name != "Default")
+        raise ConfigError(f"--experiment {args.experiment!r} is not in the store: it holds "
+                          f"{', '.join(held) if held else 'no experiment yet (run bench run first)'}")
     runs = load_runs(args.tracking_uri, args.experiment)
     train, audits = tidy(runs)
     if train.empty and audits.empty:
@@ -68,9 +73,9 @@ class Report:
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--tracking-uri")
-        p.add_argument("--experiment", default="inputdp")
-        p.add_argument("--out", default="reports/out", help="output directory (default: reports/out)")
+        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+        p.add_argument("--experiment", default="inputdp", help="the experiment reported (a study's: its name)")
+        p.add_argument("--out", default="reports/out", help="output directory, made if missing")
         p.add_argument("--stamp", default="", help="a line saying when and where the runs were measured")
 
     run = staticmethod(cmd_report)

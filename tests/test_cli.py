@@ -47,3 +47,36 @@ def test_corrupt_data_one_line_in_a_subprocess(tmp_path):
                           capture_output=True, text=True, env={"INPUTDP_NO_DOWNLOAD": "1", "PATH": ""})
     assert proc.returncode == 2
     assert proc.stderr.count("\n") == 1 and "corrupt" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_every_flag_says_what_it_does_and_its_default():
+    """Each subcommand's every option has help text; where it has a default, --help shows it once."""
+    import argparse
+
+    from inputdp.benchmarks.cli import build_parser
+    from inputdp.benchmarks.cli.common import HelpFormatter
+
+    parser = build_parser()
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    bare = [f"{name} {a.option_strings[0]}" for name, p in sub.choices.items() for a in p._actions
+            if a.option_strings and a.dest != "help" and not a.help]
+    assert bare == []
+    for name, p in sub.choices.items():
+        text = p.format_help()
+        assert text.count("(default: reports/out)") <= 1
+        for a in p._actions:
+            if a.option_strings and a.default not in (None, False, argparse.SUPPRESS) and a.dest != "help":
+                assert "(default: " in HelpFormatter("x")._get_help_string(a), (name, a.option_strings)
+
+
+def test_a_run_without_a_preset_is_announced_with_its_time(tmp_path, capsys):
+    """No --preset: the default (cpu) is named on stderr with its measured time per run and the sweep's estimate,
+    after every check (a refusal stays one line: tests/test_hostile_input.py)."""
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    assert main(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--seeds", "0,1", "--steps", "2",
+                 "--no-progress", "--tracking-uri", uri]) == 0
+    err = capsys.readouterr().err
+    assert "no --preset given: the cpu preset" in err and "2 runs: about 1 to 5 minutes" in err
+    assert main(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--seeds", "0", "--steps", "2",
+                 "--preset", "cpu", "--no-progress", "--tracking-uri", uri]) == 0
+    assert "no --preset given" not in capsys.readouterr().err

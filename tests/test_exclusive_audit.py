@@ -292,3 +292,19 @@ def test_a_stopped_multi_run_audit_resumes_with_only_the_missing_runs(tmp_path, 
     assert len(calls) == 16 and set(calls[5:]).isdisjoint(first)
     assert [r.seed for r in result.scores] == list(range(config.seed, config.seed + 16))
     assert result.counts.tp == result.counts.tn == 4 and not journal.exists()
+
+
+def test_a_multi_run_audit_says_its_verdict_in_four_words():
+    """refuted when the bound exceeds the claim, no power when the rule chosen guesses every run on one side, else
+    not refuted with the ceiling; the relation and design named in each."""
+    from inputdp.benchmarks.audits.multi_run import MultiRunResult, Rule
+
+    def result(lb: float, tau: float) -> MultiRunResult:
+        return MultiRunResult(method="dpsgd", epsilon_claimed=1.0, canary_kind="exclusive_support",
+                              score="exclusive_weight_change", runs=16, rule=Rule(tau, "above", "with"),
+                              counts=Counts(4, 4, 0, 0), epsilon_lb=lb, ceiling=1.3, selection_bound=0.0, failed=0,
+                              wall_s=1.0, median_test_accuracy=0.9, relation="replace_input", design="replaced")
+
+    assert result(1.43, 0.5).verdict() == "refuted under replace_input (replaced design): 1.43 > 1"
+    assert result(0.0, -math.inf).verdict().startswith("no power under replace_input (replaced design)")
+    assert result(0.2, 0.5).verdict() == "not refuted (ceiling 1.30) under replace_input (replaced design)"

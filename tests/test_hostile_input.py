@@ -251,11 +251,12 @@ SUBPROCESS = range(0, len(CASES), 8)
 
 
 @pytest.mark.slow
-def test_a_sample_through_the_console_entry_point(places):
+def test_a_sample_through_the_console_entry_point(places, tmp_path):
     cases = [(_fill(CASES[i][0], places), CASES[i][1].format(**places[0])) for i in SUBPROCESS]
-    env = {**os.environ, "INPUTDP_NO_DOWNLOAD": "1"}
+    # each process's default store its own, in this test's folder (not a path left over from another test)
+    env = {**os.environ, "INPUTDP_NO_DOWNLOAD": "1", "MLFLOW_TRACKING_URI": f"sqlite:///{tmp_path / 'default.db'}"}
     procs = [subprocess.Popen([sys.executable, "-m", "inputdp.benchmarks.cli", *argv], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True, env=env) for argv, _ in cases]
+                              stderr=subprocess.PIPE, text=True, env=env, cwd=tmp_path) for argv, _ in cases]
     for proc, (_, needle) in zip(procs, cases):
         out, err = proc.communicate(timeout=120)
         _assert_one_line(proc.returncode, out, err, needle)

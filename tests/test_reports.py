@@ -258,7 +258,14 @@ def test_report_without_runs_is_one_line(tmp_path, capsys):
     sqlite3.connect(db).close()  # an empty database: a store without runs
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "no finished runs" in err
+    assert err.count("\n") == 1 and "holds no experiment yet (run bench run first)" in err
+
+
+def test_a_misspelt_experiment_lists_the_store_s(store, tmp_path, capsys):
+    assert main(["report", "--tracking-uri", store, "--experiment", "inputdpp", "--out", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--experiment 'inputdpp' is not in the store: it holds inputdp" in err
+    assert not (tmp_path / "o").exists()
 
 
 def test_paper_figures_are_the_seed_texts():

@@ -259,3 +259,44 @@ def test_a_study_audits_its_dpsgd_rows_with_gradient_canaries_and_no_other_row(t
     tags = runs[0].data.tags
     assert tags[names.TAG_CANARY_KIND] == "gradient_canaries" and tags[names.TAG_AUDIT_DESIGN] == "absent"
     assert names.METRIC_THREAT_BOUND.format("white_box") in runs[0].data.metrics
+
+
+def test_status_without_the_data_reads_the_declaration_and_estimates(tmp_path, monkeypatch, capsys):
+    """A fresh clone with no data and no store: ``bench study status mnist-cpu`` says what is missing, by kind, and
+    how long it should take, from the preset's measured minutes; exit 0 (the store is matched by tags, and says so)."""
+    monkeypatch.setenv("INPUTDP_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("INPUTDP_NO_DOWNLOAD", "1")
+    uri = f"sqlite:///{tmp_path / 'none.db'}"
+    assert main(["study", "status", "mnist-cpu", "--tracking-uri", uri]) == 0
+    out = capsys.readouterr().out
+    n = len(configurations(STUDIES.get("mnist-cpu"), check_data=False))
+    assert f"0 done, 0 running, {n + 14 + 14 + 10 + 4 + 1} missing" in out  # 45 runs, 42 audits, a speed run
+    assert "training dpsgd x12" in out and "audit gradient_canaries x4" in out and "speed x1" in out
+    # 87 runs and audits at the cpu preset's 0.4 to 2.3 minutes, and 5 for the speed run
+    assert "estimated time for the missing work: about 40 min to 3 h 25 min" in out and "the data are not at hand" in out
+    assert not (tmp_path / "none.db").exists()  # reading a status creates no store
+
+
+def test_status_matched_by_tags_finds_a_stored_run(tmp_path, monkeypatch, capsys):
+    """Without the data, a FINISHED run stored under the declaration's method, recipe, seed, model and budget (its
+    match key carries the data's fingerprint) counts as done, and its time times the missing runs of its method."""
+    from inputdp.benchmarks.study_status import status
+    from inputdp.benchmarks.tracking import open_store
+
+    monkeypatch.setenv("INPUTDP_DATA", str(tmp_path / "empty"))
+    monkeypatch.setenv("INPUTDP_NO_DOWNLOAD", "1")
+    uri = f"sqlite:///{tmp_path / 'store.db'}"
+    study = STUDIES.get("mnist-cpu")
+    r = next(r for r in configurations(study, check_data=False) if r.config.method == "dpsgd" and not r.variant)
+    c, exp = open_store(uri, "mnist-cpu")
+    run = c.create_run(exp, run_name="dpsgd-mnist", tags={
+        **r.tags(), "match_key": r.config.match_key().replace("mnist|", "mnist@0123abcd|")})
+    c.set_terminated(run.info.run_id, "FINISHED", end_time=run.info.start_time + 3 * 60_000)
+    st = status(study, tracking_uri=uri)
+    assert len(st.done) == 1 and st.done[0].startswith("dpsgd mnist cpu") and st.missing_kinds["training dpsgd"] == 11
+    assert any("matched by their tags" in n for n in st.notes)
+    lo, hi = st.minutes
+    preset_only = status(STUDIES.get("mnist-cpu"), tracking_uri=f"sqlite:///{tmp_path / 'none.db'}").minutes
+    # the other five add/remove dpsgd runs at the stored 3 minutes instead of the preset's 0.4 to 2.3 (the
+    # replace_input recipe's six are another recipe: still the preset's); one run fewer missing
+    assert lo == pytest.approx(preset_only[0] - 6 * 0.4 + 5 * 3) and hi == pytest.approx(preset_only[1] - 6 * 2.3 + 5 * 3)

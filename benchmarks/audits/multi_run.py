@@ -260,6 +260,16 @@ class MultiRunResult:
     def threat(self) -> str:
         return "black_box" if self.score in BLACK_BOX else "white_box"
 
+    def verdict(self) -> str:
+        """In four words, the relation named: refuted, not refuted (ceiling X), or no power (the rule chosen on the
+        first half guesses every run on one side: tau at -inf, so the test half's count is the coins')."""
+        under = f"under {self.relation} ({self.design} design)"
+        if self.epsilon_lb > self.epsilon_claimed:
+            return f"refuted {under}: {self.epsilon_lb:.2f} > {self.epsilon_claimed:g}"
+        if not math.isfinite(self.rule.tau):
+            return f"no power {under}: the rule chosen guesses every run on one side"
+        return f"not refuted (ceiling {self.ceiling:.2f}) {under}"
+
     def as_json(self) -> dict[str, Any]:
         c = self.counts
         return {"method": self.method, "epsilon_claimed": self.epsilon_claimed, names.TAG_CANARY_KIND: self.canary_kind,

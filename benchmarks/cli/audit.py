@@ -10,7 +10,16 @@ import sys
 
 from inputdp.core.errors import ConfigError
 
-from .common import DATASET_HELP, add_executor_flags, executor_options, parse_options
+from .common import (
+    DATASET_HELP,
+    DEFAULT_PRESET,
+    PRESET_HELP,
+    add_executor_flags,
+    announce_preset,
+    chosen_preset,
+    executor_options,
+    parse_options,
+)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
@@ -25,6 +34,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     from ..audits.one_run import PATTERN_SCALE, audit, design_suffix
 
     if args.mechanism:
+        args.preset = args.preset or DEFAULT_PRESET  # its (q, T) alone: no model is trained, nothing to announce
         return _mechanism_audit(args)
     chosen = resolve_methods(args.method)
     if len(chosen) != 1:
@@ -33,6 +43,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     (method,) = chosen
     if args.model is not None:
         MODELS.get(args.model)  # the one-line error for an unknown model, before anything else
+    chosen_preset(args)
     config = build_config(method=method, dataset=args.dataset, preset=args.preset, epsilon=args.epsilon,
                           seed=args.seed, overrides=Overrides(
                               epochs=args.epochs, steps=args.steps, sampling_rate=args.sampling_rate,
@@ -61,6 +72,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
                                   f"{design_suffix(resolution.claim)}",
             names.TAG_PATTERN_SCALE: f"{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)
+    announce_preset(args)
     result = audit(resolution, canaries=args.canaries, canary_kind=args.canary_kind, scores=scores, perf=perf,
                    tracker=tracker, pattern_scale=scale)
     if args.json:
@@ -108,6 +120,7 @@ def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
         tracker.extra_tags.update({
             names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: resolution.config.match_key(),
             names.TAG_CONFIG_KEY: f"audit:{resolution.key()}:gradient_canaries:{m}:noise{noise_scale:g}"})
+    announce_preset(args)
     out = gradient_canary_audit(resolution, canaries=m, perf=PerfFlags(device=args.device, progress=not args.json),
                                 tracker=tracker, noise_scale=noise_scale)
     if args.json:
@@ -233,6 +246,7 @@ def _multi_run_audit(args: argparse.Namespace, resolution, scale: float, score: 
             names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: config.match_key(),
             names.TAG_CONFIG_KEY: f"audit-runs:{resolution.key()}:{args.canary_kind}:{score}:{args.runs}:{scale:g}"})
     perf = PerfFlags(device=args.device, progress=not args.json)
+    announce_preset(args)
     result = multi_run_audit(resolution, runs=args.runs, canary_kind=args.canary_kind, score=score, perf=perf,
                              tracker=tracker, executor=args.executor, executor_options=executor_options(args),
                              pattern_scale=scale)
@@ -248,6 +262,7 @@ def _multi_run_audit(args: argparse.Namespace, resolution, scale: float, score: 
           f"with; one test at 95% (Clopper-Pearson, each rate at 97.5%)")
     print(f"epsilon_lb {result.epsilon_lb:.3f} (ceiling {result.ceiling:.3f}); {result.failed} runs failed; "
           f"median test accuracy {result.median_test_accuracy:.4f}; wall {result.wall_s:.0f} s")
+    print(f"verdict: {result.verdict()}")
     return 0
 
 
@@ -283,10 +298,10 @@ class Audit:
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--method", required=True)
+        p.add_argument("--method", required=True, help="the method audited (bench list)")
         p.add_argument("--dataset", required=True, help=DATASET_HELP)
-        p.add_argument("--epsilon", type=float, default=1.0)
-        p.add_argument("--preset", default="cpu")
+        p.add_argument("--epsilon", type=float, default=1.0, help="the claimed epsilon the method is calibrated to")
+        p.add_argument("--preset", help=PRESET_HELP + " (default: cpu, announced)")
         p.add_argument("--canaries", type=int, help="one-run audit: how many canaries (default 1000)")
         p.add_argument("--canary-kind", default="random_pattern",
                        help="mislabeled | random_pattern | blank_patch | exclusive_support | canary_inputs (an input "
@@ -304,19 +319,19 @@ class Audit:
                        "loss, margin, reference_rank, gradient_alignment, relearn, first_layer_projection, "
                        "exclusive_weight_change, canary_input_change")
         p.add_argument("--model", help="override the preset's model (exclusive_weight_change needs a dense one: mlp)")
-        p.add_argument("--model-width", type=int)
+        p.add_argument("--model-width", type=int, help="override the model's width")
         p.add_argument("--train-examples", type=int, help="train on a fixed subset of this many examples")
         p.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")
         p.add_argument("--steps", type=int, help="override the preset's number of steps T")
         p.add_argument("--seed", type=int, default=0, help="the run's seed (--runs N: seeds SEED .. SEED+N-1)")
-        p.add_argument("--epochs", type=int)
-        p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE")
-        p.add_argument("--data-dir")
-        p.add_argument("--tracking-uri")
-        p.add_argument("--experiment", default="inputdp")
+        p.add_argument("--epochs", type=int, help="override the preset's number of epochs (T = epochs / q)")
+        p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE", help="a method option")
+        p.add_argument("--data-dir", help="data directory (default: $INPUTDP_DATA, else the user cache)")
+        p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
+        p.add_argument("--experiment", default="inputdp", help="the MLflow experiment the audit goes to")
         p.add_argument("--no-track", action="store_true", help="do not log the audit run to MLflow")
-        p.add_argument("--device", default="auto")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
         p.add_argument("--mechanism", action="store_true",
                        help="audit the method's release itself (DP-SGD's step, the one-release methods' release, "
                        "PATE's answers) on a worst-case pair, many trials: tight, or refuted; --method may be all "
@@ -348,8 +363,8 @@ class HiddenState:
         p.add_argument("--epsilon", type=float, default=1.0, help="the target the method calibrates to (default 1)")
         p.add_argument("--runs", type=int, default=400, help="training runs, half in each world (default 400)")
         p.add_argument("--probes", type=int, default=2000, help="probe examples per coordinate (default 2000)")
-        p.add_argument("--seed", type=int, default=0)
-        p.add_argument("--option", action="append", metavar="NAME=VALUE")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--seed", type=int, default=0, help="the run's seed")
+        p.add_argument("--option", action="append", metavar="NAME=VALUE", help="a method option")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
 
     run = staticmethod(cmd_hidden_state)

@@ -124,15 +124,15 @@ class Calibrate:
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--method", required=True)
-        p.add_argument("--epsilon", type=float)
-        p.add_argument("--delta", type=float)
-        p.add_argument("--sampling-rate", type=float)
-        p.add_argument("--steps", type=int)
+        p.add_argument("--method", required=True, help="the method calibrated (bench list)")
+        p.add_argument("--epsilon", type=float, help="the target epsilon")
+        p.add_argument("--delta", type=float, help="the target delta")
+        p.add_argument("--sampling-rate", type=float, help="the Poisson rate q")
+        p.add_argument("--steps", type=int, help="the number of steps T")
         p.add_argument("--preset", help="instead of (delta, q, T): a table over the preset's data sets")
         p.add_argument("--epsilons", help="with --preset: the epsilons of the table (default 1,2,4,8; --epsilon E: "
                        "one column)")
-        p.add_argument("--option", action="append", metavar="NAME=VALUE")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--option", action="append", metavar="NAME=VALUE", help="a method option")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
 
     run = staticmethod(cmd_calibrate)

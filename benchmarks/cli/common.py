@@ -31,6 +31,9 @@ class Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_USAGE)
 
 
+PRESET_HELP = "a preset of q, T, model and recipe (bench list shows each with its time per run)"
+THREADS_HELP = "torch threads per run (0: torch's default, every core; with --workers N: cores/N)"
+PROGRESS_HELP = "no progress bars (a line per finished run is still printed)"
 DATASET_HELP = ("a registered data set (bench list: mnist, fashionmnist, cifar10, svhn, the MedMNIST sets, synthetic, "
                  "plug-ins), or your own: folder:PATH (PATH/train/CLASS/*.png, PATH/test/CLASS/*) or npz:FILE "
                  "(x_train, y_train, x_test, y_test); options after ?: size=N, mean=, std=, test_fraction=")
@@ -79,29 +82,30 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seeds", default="0", help="comma-separated seeds, e.g. 0,1,2")
     from inputdp.benchmarks.presets import PRESETS
 
-    p.add_argument("--preset", default="cpu", help=" | ".join(PRESETS.names()))
+    p.add_argument("--preset", help=" | ".join(PRESETS.names()) + " (default: cpu, announced with its time; bench list)")
     p.add_argument("--epochs", type=int, help="override the preset's number of epochs (T = epochs / q)")
     p.add_argument("--steps", type=int, help="override the preset's number of steps T")
     p.add_argument("--sampling-rate", type=float, help="override the preset's Poisson rate q")
     from inputdp.core.config import OPTIMIZERS
 
     p.add_argument("--optimizer", help="override the preset's optimizer: " + " | ".join(OPTIMIZERS))
-    p.add_argument("--lr", type=float)
-    p.add_argument("--momentum", type=float)
+    p.add_argument("--lr", type=float, help="override the preset's learning rate")
+    p.add_argument("--momentum", type=float, help="override the preset's momentum (sgd)")
     p.add_argument("--warmup-steps", type=int, help="linear learning-rate warm-up over the first steps")
-    p.add_argument("--delta", type=float)
-    p.add_argument("--model")
+    p.add_argument("--delta", type=float, help="the target delta (default: the preset's, 1e-5 on the "
+                   "built-in data sets; below 1/n)")
+    p.add_argument("--model", help="override the preset's model (bench list: small_cnn, mlp, scatter_linear, ...)")
     p.add_argument("--norm", help="auto | group | batch | none")
     p.add_argument("--holdout", type=int, help="train without this many training examples (a fixed draw) and "
                    "evaluate on them instead of the test split: to choose a recipe without the test set")
     p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE", help="a method option")
     p.add_argument("--data-dir", help="data directory (default: $INPUTDP_DATA, else the user cache)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: sqlite:///mlflow.db here)")
-    p.add_argument("--experiment", default="inputdp")
+    p.add_argument("--experiment", default="inputdp", help="the MLflow experiment the runs go to")
     p.add_argument("--device", default="auto", help="auto | cpu | cuda")
-    p.add_argument("--threads", type=int, default=0)
+    p.add_argument("--threads", type=int, default=0, help=THREADS_HELP)
     add_speed_flags(p)
-    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-progress", action="store_true", help=PROGRESS_HELP)
     add_executor_flags(p)
 
 
@@ -109,11 +113,11 @@ def add_executor_flags(p: argparse.ArgumentParser) -> None:
     """Where the runs go: the local executor (and its workers), a Ray cluster or a SLURM array."""
     p.add_argument("--executor", default="local", help="local | ray | submitit")
     p.add_argument("--ray-address", help="a Ray cluster's address (default: start a local one)")
-    p.add_argument("--cpus-per-run", type=float, default=1.0)
+    p.add_argument("--cpus-per-run", type=float, default=1.0, help="ray: CPUs reserved for each run")
     p.add_argument("--gpus-per-run", type=float, default=0.0, help="fractions allowed, e.g. 0.25")
     p.add_argument("--workers", type=int, help="local: runs at a time, each in its own process with cores/N threads "
                    "(default 1); ray: the local cluster's CPUs; submitit: the SLURM array's parallelism")
-    p.add_argument("--submitit-folder", default="submitit-logs")
+    p.add_argument("--submitit-folder", default="submitit-logs", help="submitit: where its logs and pickles go")
     p.add_argument("--submitit-cluster", help="submitit cluster: slurm (default when available) or local")
 
 
@@ -158,3 +162,34 @@ def check_store_flags(args: argparse.Namespace) -> None:
                           "here, or give sqlite:///FILE or http://HOST:PORT")
     if args.command != "report":  # bench report checks its --out first, then the store (read-only)
         check_tracking_uri(args.tracking_uri, write=True)
+
+
+def chosen_preset(args: argparse.Namespace) -> str:
+    """The preset a command runs: the one given, else the default (cpu), which ``announce_preset`` then names with
+    what a run of it takes, once every check has passed (a refusal stays one line)."""
+    if not getattr(args, "preset", None):
+        args.preset, args.preset_defaulted = DEFAULT_PRESET, True
+    return args.preset
+
+
+def announce_preset(args: argparse.Namespace, runs: int = 1) -> None:
+    """Where the preset was not given: one line on stderr before the work starts (``announce_default_preset``)."""
+    if getattr(args, "preset_defaulted", False):
+        announce_default_preset(runs, getattr(args, "workers", None) or 1)
+
+
+def announce_default_preset(runs: int, workers: int = 1) -> None:
+    """One line on stderr: the default preset, what a run of it took where measured, and ``runs`` runs' estimate."""
+    from inputdp.benchmarks.presets import PRESETS
+
+    p = PRESETS.get(DEFAULT_PRESET)
+    estimate = ""
+    if p.minutes_per_run and runs > 1:
+        lo, hi = (runs * m / max(1, workers) for m in p.minutes_per_run)
+        estimate = f"; {runs} runs: about {lo:.0f} to {hi:.0f} minutes"
+    sys.stderr.write(f"bench: no --preset given: the {p.name} preset ({p.summary}; {p.time_per_run}{estimate}); "
+                     f"choose one with --preset (bench list)\n")
+
+
+#: the preset a command runs when none is given (announced: ``chosen_preset``)
+DEFAULT_PRESET = "cpu"

@@ -21,6 +21,8 @@ def cmd_list(_: argparse.Namespace) -> int:
         for e in registry:
             origin = registry.origin(e.name)
             print(f"  {e.name:<22} {e.summary}" + ("" if origin == BUILT_IN else f"  [{origin}]"))
+            if getattr(e, "time_per_run", ""):  # a preset's measured time per run
+                print(f"  {'':<22}   {e.time_per_run}")
         if registry is DATASETS:
             print(f"  {'folder:PATH, npz:FILE':<22} your own data (README, \"Your own data\")")
         for message in registry.broken().values():

@@ -8,7 +8,7 @@ import sys
 
 from inputdp.core import names
 
-from .common import add_run_flags, executor_options, parse_options, perf_flags
+from .common import add_run_flags, announce_preset, chosen_preset, executor_options, parse_options, perf_flags
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -28,7 +28,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         from inputdp.benchmarks.models import MODELS
 
         MODELS.get(args.model)
-    configs = expand(methods=methods, dataset=args.dataset, preset=args.preset,
+    configs = expand(methods=methods, dataset=args.dataset, preset=chosen_preset(args),
                      epsilons=parse_list(args.epsilons, float, "--epsilons"),
                      seeds=parse_list(args.seeds, int, "--seeds"), overrides=overrides)
     perf = perf_flags(args, progress=not args.no_progress)
@@ -37,21 +37,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     # each configuration resolved (calibrated) once and, run here, its data checked and fingerprinted, before any
     # store is opened (remote workers read their own data)
     runs = check_feasible(configs, check_data=args.executor == "local")
+    announce_preset(args, len(runs))  # a preset not given is named, with the sweep's estimate, before anything runs
     # the sweep is a parent run; its runs nest under it (the UI's runs table groups them)
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args), nest=True)
-    if args.holdout:
-        print(f"accuracy on {args.holdout} held-out training examples (--holdout), not on the test split")
-    acc_label = "holdout_acc" if args.holdout else "test_acc"
-    if outcome.ran:
-        print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{acc_label:>12}{'median_epoch_s':>16}{'eps_spent':>11}")
-    for r in outcome.ran:
-        m, c = r.metrics, r.config
-        eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
-        spent = m[names.METRIC_FINAL_EPSILON_SPENT]
-        spent = "inf" if not math.isfinite(spent) else f"{spent:.4f}"
-        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m[names.METRIC_FINAL_TEST_ACCURACY]:>12.4f}"
-              f"{m[names.METRIC_MEDIAN_EPOCH_TIME]:>16.2f}{spent:>11}")
+    _print_ran(outcome, args.holdout)
     if outcome.skipped:
         print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")
     if outcome.elsewhere:
@@ -68,6 +58,22 @@ def cmd_run(args: argparse.Namespace) -> int:
                              "finish them (FINISHED ones are skipped)\n")
         return 1
     return 0
+
+
+def _print_ran(outcome, holdout: int | None) -> None:
+    """The table of the runs made now: accuracy, median epoch time and epsilon spent."""
+    if holdout:
+        print(f"accuracy on {holdout} held-out training examples (--holdout), not on the test split")
+    acc_label = "holdout_acc" if holdout else "test_acc"
+    if outcome.ran:
+        print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{acc_label:>12}{'median_epoch_s':>16}{'eps_spent':>11}")
+    for r in outcome.ran:
+        m, c = r.metrics, r.config
+        eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
+        spent = m[names.METRIC_FINAL_EPSILON_SPENT]
+        spent = "inf" if not math.isfinite(spent) else f"{spent:.4f}"
+        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m[names.METRIC_FINAL_TEST_ACCURACY]:>12.4f}"
+              f"{m[names.METRIC_MEDIAN_EPOCH_TIME]:>16.2f}{spent:>11}")
 
 
 class Run:

@@ -53,7 +53,7 @@ class Server:
         p.add_argument("--backend-store-uri", default="sqlite:///mlflow-server.db",
                        help="sqlite:///FILE or postgresql://USER@HOST/DB")
         p.add_argument("--port", type=int, default=0, help="0: a free port")
-        p.add_argument("--artifacts", default="mlartifacts")
+        p.add_argument("--artifacts", default="mlartifacts", help="where the server keeps artifacts")
         p.add_argument("--detach", action="store_true", help="leave it running and return (prints its pid)")
 
     run = staticmethod(cmd_server)

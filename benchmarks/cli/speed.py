@@ -60,23 +60,23 @@ class Speed:
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--methods", default="all")
+        p.add_argument("--methods", default="all", help="'all' or a comma-separated list (see `bench list`)")
         p.add_argument("--dataset", required=True, help=DATASET_HELP)
-        p.add_argument("--preset", default="cpu")
-        p.add_argument("--model")
-        p.add_argument("--batch-size", type=int, default=256)
-        p.add_argument("--steps", type=int, default=50)
-        p.add_argument("--warmup", type=int, default=5)
-        p.add_argument("--norm", default="group")
-        p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE")
-        p.add_argument("--data-dir")
+        p.add_argument("--preset", default="cpu", help="the preset whose model and data are timed")
+        p.add_argument("--model", help="override the preset's model")
+        p.add_argument("--batch-size", type=int, default=256, help="examples per timed step")
+        p.add_argument("--steps", type=int, default=50, help="timed steps per method, interleaved")
+        p.add_argument("--warmup", type=int, default=5, help="untimed steps first")
+        p.add_argument("--norm", default="group", help="group | batch | none")
+        p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE", help="a method option")
+        p.add_argument("--data-dir", help="data directory (default: $INPUTDP_DATA, else the user cache)")
         p.add_argument("--synthetic", action="store_true", help="random inputs of the data set's shape")
-        p.add_argument("--device", default="auto")
-        p.add_argument("--threads", type=int, default=0)
+        p.add_argument("--device", default="auto", help="auto | cpu | cuda")
+        p.add_argument("--threads", type=int, default=0, help="torch threads (0: torch's default)")
         add_speed_flags(p)
         p.add_argument("--variants", action="store_true",
                        help="time every option set a method declares (DP-SGD: each clipping mode) side by side")
-        p.add_argument("--json", action="store_true")
+        p.add_argument("--json", action="store_true", help="print the result as JSON")
 
     run = staticmethod(cmd_speed)
 
@@ -88,9 +88,9 @@ class GpuCheck:
 
     @staticmethod
     def add_arguments(p: argparse.ArgumentParser) -> None:
-        p.add_argument("--device", default="auto")
+        p.add_argument("--device", default="auto", help="auto | cpu | cuda")
         p.add_argument("--steps", type=int, default=200, help="timed steps per configuration (the paper's epoch: 200)")
-        p.add_argument("--warmup", type=int, default=10)
+        p.add_argument("--warmup", type=int, default=10, help="untimed steps first")
         p.add_argument("--batch-size", type=int, default=250, help="the paper's CIFAR-10 batch: 250")
         p.add_argument("--shapes", help="comma-separated DATASET:MODEL pairs (default: the paper's, see presets.py)")
         p.add_argument("--variants", default="fp32,bf16,compile,bf16+compile",

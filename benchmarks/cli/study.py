@@ -6,12 +6,13 @@ import argparse
 
 from inputdp.core.errors import ConfigError
 
-from .common import add_executor_flags, executor_options
+from .common import PROGRESS_HELP, THREADS_HELP, add_executor_flags, executor_options
 
 
 def cmd_study(args: argparse.Namespace) -> int:
     """List the studies, say what the store holds of one, or run what it lacks (then ``bench report``)."""
-    from inputdp.benchmarks.studies import STUDIES, expanded, run_study, status
+    from inputdp.benchmarks.studies import STUDIES, expanded, run_study
+    from inputdp.benchmarks.study_status import status
     from inputdp.core.config import PerfFlags
 
     if args.action == "list":  # counted, not calibrated: listing is instant
@@ -26,9 +27,17 @@ def cmd_study(args: argparse.Namespace) -> int:
         st = status(study, tracking_uri=args.tracking_uri, perf=perf, data_dir=args.data_dir)
         for label in st.running:
             print(f"running  {label}")
-        for label in st.missing:
+        for label in st.missing if args.verbose else ():
             print(f"missing  {label}")
+        if st.missing and not args.verbose:
+            print("missing  " + ", ".join(f"{k} x{n}" for k, n in sorted(st.missing_kinds.items()))
+                  + " (--verbose: each one)")
         print(f"study {study.name}: {len(st.done)} done, {len(st.running)} running, {len(st.missing)} missing")
+        if st.missing:
+            lo, hi = st.minutes
+            print(f"estimated time for the missing work: about {_duration(lo)} to {_duration(hi)}")
+        for note in st.notes:
+            print(f"  {note}")
         return 0
     perf.resolve_device()
     outcome, audits = run_study(study, tracking_uri=args.tracking_uri, perf=perf, executor=args.executor,
@@ -37,6 +46,12 @@ def cmd_study(args: argparse.Namespace) -> int:
           f"{len(outcome.elsewhere)}; audits and speed measurements run {len(audits)}")
     print(f"next: bench report --experiment {study.name} --out reports/{study.name}")
     return 0
+
+
+def _duration(minutes: float) -> str:
+    """"45 min" or "3 h 20 min"."""
+    m = int(round(minutes))
+    return f"{m} min" if m < 60 else f"{m // 60} h {m % 60:02d} min"
 
 
 class Study:
@@ -52,8 +67,9 @@ class Study:
         p.add_argument("--data-dir", help="where the data sets are (torchvision's layout, as for bench run); default "
                        "$INPUTDP_DATA, else the user cache, downloading what is missing")
         p.add_argument("--device", default="auto", help="auto | cpu | cuda")
-        p.add_argument("--threads", type=int, default=0)
-        p.add_argument("--no-progress", action="store_true")
+        p.add_argument("--threads", type=int, default=0, help=THREADS_HELP)
+        p.add_argument("--no-progress", action="store_true", help=PROGRESS_HELP)
+        p.add_argument("--verbose", action="store_true", help="status: each missing item on its own line")
         add_executor_flags(p)
 
     run = staticmethod(cmd_study)

@@ -10,6 +10,11 @@ class ConfigError(ValueError):
     """Bad user input: the message names the value and what is allowed, on one line."""
 
 
+class DataMissing(ConfigError):
+    """A data set is not on disk and could not be downloaded (a ConfigError: one line, exit 2, where it stops work;
+    what only reads a declaration, such as ``bench study status``, goes on without it)."""
+
+
 class Diverged(RuntimeError):
     """The training loss became NaN or infinite: the run ends FAILED, its message one line naming the epoch and lr."""
 

@@ -450,6 +450,9 @@ def _final_metrics(p: Prepared, *, test_accuracy: float, times: list[float], pea
         names.METRIC_EPSILON_TARGET: p.config.privacy.epsilon,
         names.METRIC_EPOCHS: epochs,
         names.METRIC_TOTAL_STEPS: steps,
+        # the examples the accuracy is of (an own-loop method that holds some back overrides it), and chance's
+        names.METRIC_EVAL_EXAMPLES: int(p.data.x_test.shape[0]),
+        names.METRIC_CHANCE_ACCURACY: 1.0 / p.data.info.num_classes,
     }
 
 
@@ -585,7 +588,10 @@ def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | No
             steps = timed_steps(p, poisson_batches(n, spec.sampling_rate, length, sampler, p.device),
                                 augmenter=augmenter, before=warm_up, after=after)
             metrics = _epoch_metrics(p, steps, done[0], eval_n)
-            _check_diverged(config, epoch, steps.losses, metrics[names.METRIC_LOSS])
+            # the loss at chance (cross-entropy of a uniform guess), else the first epoch's if larger: the scale a
+            # training loss that grows by orders of magnitude is measured against
+            scale = max(math.log(max(2, p.data.info.num_classes)), history[0][names.METRIC_LOSS] if history else 0.0)
+            _check_diverged(config, epoch, steps.losses, metrics[names.METRIC_LOSS], scale)
             history.append(metrics)
             callback.on_epoch(epoch, metrics)
             if progress is not None:
@@ -604,11 +610,19 @@ def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | No
     return RunResult(config, final, history, p.claim, p.calibration, p.norm, p.lr_info, p.model)
 
 
-def _check_diverged(config: RunConfig, epoch: int, batches: int, loss: float) -> None:
-    """A loss that is NaN or infinite ends the run: training on from there would report a broken model FINISHED."""
+#: a training loss this many times its scale (chance's cross-entropy, or the first epoch's) has diverged
+DIVERGED_GROWTH = 1e3
+
+
+def _check_diverged(config: RunConfig, epoch: int, batches: int, loss: float, scale: float = math.inf) -> None:
+    """A loss that is NaN, infinite, or grown by orders of magnitude (over ``DIVERGED_GROWTH`` x ``scale``) ends the
+    run: training on from there would report a broken model FINISHED (lr 1e30 reads a finite 4.6e29 at chance)."""
     if batches and not math.isfinite(loss):
         raise Diverged(f"diverged: the training loss became {loss} in epoch {epoch} (lr={config.lr:g}, "
                        f"optimizer={config.optimizer}): lower --lr")
+    if batches and loss > DIVERGED_GROWTH * scale:
+        raise Diverged(f"diverged: the training loss reached {loss:.3g} in epoch {epoch}, over {DIVERGED_GROWTH:g} "
+                       f"times its scale {scale:.3g} (lr={config.lr:g}, optimizer={config.optimizer}): lower --lr")
 
 
 def _progress(total: int, desc: str, enabled: bool, unit: str = "epoch"):

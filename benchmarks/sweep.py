@@ -146,6 +146,10 @@ class RunSummary:
     metrics: dict[str, float] = field(default_factory=dict)
     marked_failed: int = 0
     error: str = ""
+    #: the recipe's variant and whether its epsilon is a guarantee ("yes", "no", "" for the reference), for the
+    #: terminal's table
+    variant: str = ""
+    guarantee: str = ""
 
 
 @dataclass
@@ -181,7 +185,7 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
         claim = tracker.claim(r.key(perf), run_name(r.config))
         marked = claim.marked_failed
         if claim.status == "finished":
-            return RunSummary(r.config, "skipped", marked_failed=marked)
+            return RunSummary(r.config, "skipped", dict(claim.metrics), marked, **_shown(r))
         if claim.status == "elsewhere":
             return RunSummary(r.config, "elsewhere", marked_failed=marked, error=claim.holder)
     try:
@@ -190,7 +194,14 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
         return RunSummary(r.config, "failed", marked_failed=marked, error=one_line(err))
     finally:
         tracker.release()
-    return RunSummary(r.config, "ran", dict(result.metrics), marked)
+    return RunSummary(r.config, "ran", dict(result.metrics), marked, **_shown(r))
+
+
+def _shown(r: ResolvedRun) -> dict[str, str]:
+    """What the terminal's table shows of a run beside its metrics: its variant and whether its claim is a
+    guarantee ("" for the reference, which claims nothing)."""
+    guarantee = "" if not r.config.privacy.is_private else "yes" if r.claim.guarantee else "no"
+    return {"variant": r.variant, "guarantee": guarantee}
 
 
 def mark_lost_run(run: ResolvedRun, error: str, *, tracking_uri: str | None, experiment: str,

@@ -24,7 +24,7 @@ import tempfile
 import threading
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -319,6 +319,7 @@ class Claim:
     status: str  # "claimed" (this process runs it), "finished" (a FINISHED run exists), "elsewhere" (a live run)
     marked_failed: int = 0
     holder: str = ""  # for "elsewhere": which process runs it
+    metrics: dict = field(default_factory=dict)  # for "finished": the FINISHED run's metrics
 
 
 class MLflowTracker:
@@ -348,8 +349,9 @@ class MLflowTracker:
         deadline = time.monotonic() + CLAIM_PATIENCE_S
         while True:
             runs = runs_with_key(self.client, self.experiment_id, config_key)
-            if any(r.info.status == "FINISHED" for r in runs):
-                return Claim("finished", marked)
+            done = [r for r in runs if r.info.status == "FINISHED"]
+            if done:
+                return Claim("finished", marked, metrics=dict(done[0].data.metrics))
             alive, n = reap(self.client, self.experiment_id, runs)
             marked += n
             held = [r for r in alive if r.data.tags.get(names.TAG_CLAIM, "held") == "held"]
@@ -367,7 +369,7 @@ class MLflowTracker:
                 self.run_id = mine
                 self._beat()
                 return Claim("claimed", marked)
-            self.client.delete_run(mine)
+            self._withdraw(mine)
             _LIVE_HERE.discard(self.token)
             if finished:
                 return Claim("finished", marked)
@@ -384,8 +386,13 @@ class MLflowTracker:
         """After the harness: a claim it never started (it failed before training) is withdrawn, not left RUNNING."""
         if self.run_id is not None and not self.started:
             self._stop()
-            self.client.delete_run(self.run_id)
+            self._withdraw(self.run_id)
             self.run_id = None
+
+    def _withdraw(self, run_id: str) -> None:
+        """A claim given up: ended (KILLED) and then deleted, so that no deleted run is left RUNNING in the store."""
+        self.client.set_terminated(run_id, "KILLED")
+        self.client.delete_run(run_id)
 
     def _beat(self) -> None:
         if self._stop_beating is not None:
@@ -462,6 +469,10 @@ class MLflowTracker:
             return
         if metrics:
             self._log(metrics, step=0)
+            chance = metrics.get(names.METRIC_CHANCE_ACCURACY)
+            if chance is not None and names.METRIC_FINAL_TEST_ACCURACY in metrics:
+                at = metrics[names.METRIC_FINAL_TEST_ACCURACY] <= names.AT_CHANCE_FACTOR * chance
+                self.client.set_tag(self.run_id, names.TAG_AT_CHANCE, str(at).lower())
         self.client.set_terminated(self.run_id, status=status)
         if status == "FINISHED":  # who held it no longer matters: the UI shows what the run is, not its bookkeeping
             tags = self.client.get_run(self.run_id).data.tags

@@ -80,3 +80,44 @@ def test_a_run_without_a_preset_is_announced_with_its_time(tmp_path, capsys):
     assert main(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--seeds", "0", "--steps", "2",
                  "--preset", "cpu", "--no-progress", "--tracking-uri", uri]) == 0
     assert "no --preset given" not in capsys.readouterr().err
+
+
+def test_the_terminal_table_shows_the_whole_sweep_its_guarantee_and_what_cannot_be_read(tmp_path, capsys):
+    """After a resume the table holds every run of the sweep (the store's too); each row says whether its epsilon
+    is a guarantee (yes, no, none for the reference, refuted where a stored audit of its claim exceeds it); a run
+    evaluated on a handful of examples is flagged (a small test split, of which PATE's public pool takes a part)."""
+    import numpy as np
+
+    from inputdp.benchmarks.tracking import open_store
+    from inputdp.core import names
+
+    rng = np.random.default_rng(0)  # a user's own data with a test split of 30 examples
+    np.savez(tmp_path / "d.npz", x_train=rng.integers(0, 256, (300, 12, 12), dtype=np.uint8),
+             y_train=rng.integers(0, 3, 300), x_test=rng.integers(0, 256, (30, 12, 12), dtype=np.uint8),
+             y_test=rng.integers(0, 3, 30))
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    argv = ["run", "--methods", "nonprivate,dirichlet_softmax,pate", "--dataset", f"npz:{tmp_path / 'd.npz'}",
+            "--preset", "smoke", "--epsilons", "4", "--steps", "10", "--option", "pate.queries=10",
+            "--option", "pate.public_pool=10", "--no-progress", "--tracking-uri", uri]
+    assert main(argv) == 0
+    first = capsys.readouterr().out
+    assert "dirichlet_softmax" in first and "  no" in first and "none (reference)" in first
+    assert "note: pate eps=4 seed=0: evaluated on 20 example(s), so its accuracy says nothing" in first
+    assert "note: nonprivate eps=inf seed=0: evaluated on 30 example(s)" in first
+    # random labels: every model is at chance, which the table notes and the store tags
+    assert "note: nonprivate eps=inf seed=0: its accuracy is at chance (1/3 = 0.333)" in first
+    # an audit of dirichlet_softmax's claim in the store whose bound exceeds it, under the claim's relation
+    client, exp = open_store(uri, "inputdp", create=False)
+    trained = client.search_runs([exp], filter_string="tags.method = 'dirichlet_softmax'")[0]
+    assert trained.data.tags[names.TAG_AT_CHANCE] == "true"
+    audit = client.create_run(exp, tags={names.TAG_KIND: names.KIND_AUDIT, names.TAG_METHOD: "dirichlet_softmax",
+                                         names.TAG_VARIANT: "", names.TAG_AUDIT_OF: trained.data.tags[names.TAG_MATCH_KEY],
+                                         names.TAG_PRIVACY_RELATION: "replace_input", names.TAG_AUDIT_DESIGN: "replaced"})
+    client.log_param(audit.info.run_id, names.PARAM_EPSILON, "4.0")
+    client.log_metric(audit.info.run_id, f"{names.METRIC_EPSILON_LB}.white_box", 5.6)
+    client.set_terminated(audit.info.run_id, "FINISHED")
+    assert main(argv) == 0
+    again = capsys.readouterr().out
+    rows = [line for line in again.splitlines() if line.startswith(("nonprivate", "dirichlet_softmax", "pate"))]
+    assert len(rows) == 3 and "(3 of these were already FINISHED in the store" in again
+    assert "refuted (5.60 > 4, a stored audit)" in next(r for r in rows if r.startswith("dirichlet_softmax"))

@@ -141,7 +141,6 @@ def test_the_heartbeat_is_renewed_while_the_run_lives(tmp_path, monkeypatch):
 
 _CLAIMER = textwrap.dedent("""
     import sys, time
-    from inputdp.benchmarks.tracking import MLflowTracker
     uri, start = sys.argv[1], float(sys.argv[2])
     tracker = MLflowTracker(uri)
     time.sleep(max(0.0, start - time.time()))
@@ -236,3 +235,14 @@ def test_a_signal_ends_the_run_killed(tmp_path, signum, code, last_line):
     assert proc.returncode == code, err[-2000:]
     assert err.strip().splitlines()[-1] == last_line and "Traceback" not in err
     assert [r.info.status for r in not_parents(_runs(uri))] == ["KILLED"]
+
+
+def test_a_withdrawn_claim_is_ended_before_it_is_deleted(tmp_path):
+    """A claim given up (its run never started) leaves no deleted run RUNNING in the store: KILLED, then deleted."""
+
+    tracker = MLflowTracker(f"sqlite:///{tmp_path / 'w.db'}", "e")
+    assert tracker.claim("key-w", "w").status == "claimed"
+    run_id = tracker.run_id
+    tracker.release()
+    got = tracker.client.get_run(run_id)
+    assert got.info.lifecycle_stage == "deleted" and got.info.status == "KILLED"

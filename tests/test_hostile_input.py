@@ -516,3 +516,34 @@ def test_a_diverged_run_ends_failed_in_one_line(tmp_path):
     (exp,) = [e for e in client.search_experiments() if e.name == "inputdp"]
     (run,) = not_parents(client.search_runs([exp.experiment_id]))
     assert run.info.status == "FAILED"
+
+
+def test_a_loss_grown_by_orders_of_magnitude_ends_failed(tmp_path):
+    """lr=1e4 keeps the loss finite (2e20 in the first epoch, at chance): over 1,000 times chance's cross-entropy, the
+    run ends FAILED in one line rather than FINISHED with a broken model."""
+    from mlflow.tracking import MlflowClient
+
+    from .helpers import not_parents
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    code, out, err, _ = _call(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke",
+                               "--lr", "1e4", "--no-progress", "--tracking-uri", uri])
+    assert code == 1 and out == "", (code, out, err)
+    assert err.count("\n") == 1 and "diverged: the training loss reached" in err and "over 1000 times its scale" in err
+    client = MlflowClient(uri)
+    (exp,) = [e for e in client.search_experiments() if e.name == "inputdp"]
+    (run,) = not_parents(client.search_runs([exp.experiment_id]))
+    assert run.info.status == "FAILED"
+
+
+def test_the_growth_rule_leaves_an_ordinary_loss_alone():
+    from inputdp.benchmarks.harness import _check_diverged
+    from inputdp.core.errors import Diverged
+
+    class C:
+        lr, optimizer = 0.05, "sgd"
+
+    _check_diverged(C, 3, 10, 2.3e3 - 1, scale=2.3)  # under 1,000 x scale: trains on
+    with pytest.raises(Diverged, match="over 1000 times its scale 2.3"):
+        _check_diverged(C, 3, 10, 2.3e3 + 1, scale=2.3)
+    _check_diverged(C, 3, 0, float("nan"), scale=2.3)  # an epoch of no batch has no loss to judge

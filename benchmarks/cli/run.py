@@ -41,9 +41,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the sweep is a parent run; its runs nest under it (the UI's runs table groups them)
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args), nest=True)
-    _print_ran(outcome, args.holdout)
-    if outcome.skipped:
-        print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store")
+    _print_ran(outcome, args.holdout, _refuted(args.tracking_uri, args.experiment))
     if outcome.elsewhere:
         print(f"left {len(outcome.elsewhere)} configuration(s) to the other process running them "
               f"({outcome.elsewhere[0].error}); re-run this command once it is done to see them here")
@@ -60,20 +58,72 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _print_ran(outcome, holdout: int | None) -> None:
-    """The table of the runs made now: accuracy, median epoch time and epsilon spent."""
+#: an evaluation on fewer examples than this says nothing of a method's accuracy (one example reads 0 or 1)
+FEW_EVAL_EXAMPLES = 100
+
+
+def _print_ran(outcome, holdout: int | None, refuted: dict) -> None:
+    """The whole sweep's table (the runs made now and those the store already held): accuracy, median epoch time,
+    epsilon spent and whether that epsilon is a guarantee of the model (yes, no, refuted by a stored audit), then a
+    note for each row whose figures cannot be read as they stand: an evaluation on a handful of examples, or times
+    taken while other work shared the cores."""
     if holdout:
         print(f"accuracy on {holdout} held-out training examples (--holdout), not on the test split")
     acc_label = "holdout_acc" if holdout else "test_acc"
-    if outcome.ran:
-        print(f"{'method':<22}{'epsilon':>8}{'seed':>6}{acc_label:>12}{'median_epoch_s':>16}{'eps_spent':>11}")
-    for r in outcome.ran:
+    rows = [r for r in (*outcome.ran, *outcome.skipped) if r.metrics]
+    if rows:
+        print(f"{'method':<32}{'epsilon':>8}{'seed':>6}{acc_label:>12}{'median_epoch_s':>16}{'eps_spent':>11}  guarantee")
+    notes = []
+    for r in sorted(rows, key=lambda r: (r.config.method, r.variant, r.config.privacy.epsilon, r.config.seed)):
         m, c = r.metrics, r.config
+        label = c.method + (f" [{r.variant}]" if r.variant else "")
         eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
-        spent = m[names.METRIC_FINAL_EPSILON_SPENT]
+        spent = m.get(names.METRIC_FINAL_EPSILON_SPENT, math.inf)
         spent = "inf" if not math.isfinite(spent) else f"{spent:.4f}"
-        print(f"{c.method:<22}{eps:>8}{c.seed:>6}{m[names.METRIC_FINAL_TEST_ACCURACY]:>12.4f}"
-              f"{m[names.METRIC_MEDIAN_EPOCH_TIME]:>16.2f}{spent:>11}")
+        bound = refuted.get((c.match_key(), c.method, r.variant))
+        guarantee = (f"refuted ({bound:.2f} > {c.privacy.epsilon:g}, a stored audit)" if bound is not None
+                     else r.guarantee or "none (reference)")
+        print(f"{label:<32}{eps:>8}{c.seed:>6}{m.get(names.METRIC_FINAL_TEST_ACCURACY, math.nan):>12.4f}"
+              f"{m.get(names.METRIC_MEDIAN_EPOCH_TIME, math.nan):>16.2f}{spent:>11}  {guarantee}")
+        where = f"{label} eps={eps} seed={c.seed}"
+        n_eval = m.get(names.METRIC_EVAL_EXAMPLES)
+        if n_eval is not None and n_eval < FEW_EVAL_EXAMPLES:
+            notes.append(f"{where}: evaluated on {int(n_eval)} example(s), so its accuracy says nothing; use a larger "
+                         "data set or test split (PATE's public pool takes test examples)")
+        chance = m.get(names.METRIC_CHANCE_ACCURACY)
+        if chance is not None and m.get(names.METRIC_FINAL_TEST_ACCURACY, 1.0) <= names.AT_CHANCE_FACTOR * chance:
+            notes.append(f"{where}: its accuracy is at chance (1/{round(1 / chance)} = {chance:.3f}): the model learnt "
+                         "next to nothing; a larger epsilon or another lr (tagged at_chance in the store)")
+        if m.get(names.METRIC_CONTENDED, 0) == 1:
+            notes.append(f"{where}: timed while other work shared the cores, so its times are no speed figure; "
+                         "run it alone to time it (bench speed compares methods side by side)")
+    for note in notes:
+        print(f"note: {note}")
+    if outcome.skipped:
+        print(f"({len(outcome.skipped)} of these were already FINISHED in the store and were not run again)")
+
+
+def _refuted(tracking_uri: str | None, experiment: str) -> dict:
+    """(match key, method, variant) -> the largest bound of a stored audit of that claim that exceeds its epsilon."""
+    from inputdp.benchmarks.tracking import open_store
+    from inputdp.core.claims import ABSENT, RELATION_VALUES
+
+    client, exp = open_store(tracking_uri, experiment, create=False)
+    if exp is None:
+        return {}
+    out: dict = {}
+    for a in client.search_runs([exp], filter_string=f"tags.{names.TAG_KIND} = '{names.KIND_AUDIT}'", max_results=50000):
+        t, m = a.data.tags, a.data.metrics
+        bounds = [m.get(f"{names.METRIC_EPSILON_LB}.{th}", 0.0) for th in names.THREATS]
+        bounds += [m.get(names.METRIC_THREAT_FDP_BOUND.format(th), 0.0) for th in names.THREATS]
+        relation = RELATION_VALUES.get(t.get(names.TAG_PRIVACY_RELATION, ""))
+        if relation is not None and t.get(names.TAG_AUDIT_DESIGN, ABSENT) != relation.excluded:
+            continue  # pairs under another relation (an audit logged before #52): it tests no statement of this claim
+        eps = float(a.data.params.get(names.PARAM_EPSILON, "inf"))
+        key = (t.get(names.TAG_AUDIT_OF, ""), t.get(names.TAG_METHOD, ""), t.get(names.TAG_VARIANT, ""))
+        if max(bounds) > eps:
+            out[key] = max(out.get(key, 0.0), max(bounds))
+    return out
 
 
 class Run:

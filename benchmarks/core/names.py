@@ -118,6 +118,9 @@ METRIC_EPSILON_TARGET = "epsilon_target"
 METRIC_EPOCHS = "epochs"
 METRIC_TOTAL_STEPS = "total_steps"
 METRIC_EVAL_EXAMPLES = "eval_examples"
+METRIC_CHANCE_ACCURACY = "chance_accuracy"  # 1 / classes: what a model that learnt nothing reads
+TAG_AT_CHANCE = "at_chance"  # "true" where the final accuracy is at most AT_CHANCE_FACTOR x chance
+AT_CHANCE_FACTOR = 1.5  # a final accuracy at most this multiple of chance: the model learnt next to nothing
 #: 1 when other work shared the cores during the run's timed epochs (their median load average exceeded the run's
 #: own threads by more than one busy thread): its times are not a speed comparison, and the leaderboard leaves them out
 METRIC_CONTENDED = "time_contended"

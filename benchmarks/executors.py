@@ -88,15 +88,33 @@ class LocalExecutor:
                 if bar is not None:
                     bar.update(1)
         except BaseException:
-            # interrupted (Ctrl-C, SIGTERM, the consumer gone): the workers stop too, not after their runs; their
-            # RUNNING runs are reaped by the next sweep, as a killed serial sweep's are
-            for process in list(getattr(pool, "_processes", {}).values()):
-                process.terminate()
-            pool.shutdown(wait=False, cancel_futures=True)
+            # interrupted: the workers stop too, not after their runs; their RUNNING runs are reaped by the next
+            # sweep, as a killed serial sweep's are
+            _stop_pool(pool)
             raise
         pool.shutdown()
         if bar is not None:
             bar.close()
+
+
+def _stop_pool(pool: ProcessPoolExecutor) -> None:
+    """Interrupted (Ctrl-C, SIGTERM, the consumer gone): the workers stop now, not after their work."""
+    for process in list(getattr(pool, "_processes", {}).values()):
+        process.terminate()
+    pool.shutdown(wait=False, cancel_futures=True)
+
+
+def spawned_call(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` in a fresh spawned process (nothing of this one in it), its result returned; a signal to this
+    process alone (SIGINT, SIGTERM) ends the child too within seconds, never leaves this one joining it."""
+    pool = ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn"))
+    try:
+        result = pool.submit(fn, *args).result()
+    except BaseException:
+        _stop_pool(pool)
+        raise
+    pool.shutdown()
+    return result
 
 
 def _result_or_failure(get, config: RunConfig, lost: Lost):

@@ -246,3 +246,53 @@ def test_a_withdrawn_claim_is_ended_before_it_is_deleted(tmp_path):
     tracker.release()
     got = tracker.client.get_run(run_id)
     assert got.info.lifecycle_stage == "deleted" and got.info.status == "KILLED"
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (Linux /proc)."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if int(fields[1]) == pid and fields[0] != "Z":
+                out.append(int(entry))
+    return out
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+@pytest.mark.slow
+def test_a_signal_to_the_main_process_alone_ends_a_study_and_its_children(tmp_path, signum):
+    """The signal reaches the main process only (not its group: `kill PID`, not Ctrl-C) while a spawned child
+    measures memory for the study's speed run: the command ends within 10 s, the child with it, nothing is left
+    RUNNING, and the same command then resumes (it once waited over 10 minutes on the child)."""
+    uri = f"sqlite:///{tmp_path / 's.db'}"
+    argv = _bench("study", "run", "smoke", "--no-progress", "--device", "cpu", "--tracking-uri", uri)
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not _children(proc.pid) and time.monotonic() < deadline and proc.poll() is None:
+            time.sleep(0.2)
+        children = _children(proc.pid)
+        assert children, "no child process ever started"
+        time.sleep(1.0)  # the child is at work (importing, or measuring)
+        proc.send_signal(signum)
+        t0 = time.monotonic()
+        _, err = proc.communicate(timeout=60)
+        took = time.monotonic() - t0
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert took < 10, (took, err[-2000:])
+    assert proc.returncode == (130 if signum == signal.SIGINT else 143), err[-2000:]
+    time.sleep(2.0)
+    assert not [c for c in children if os.path.exists(f"/proc/{c}") and
+                open(f"/proc/{c}/stat").read().rsplit(")", 1)[1].split()[0] != "Z"]
+    assert "RUNNING" not in {r.info.status for r in _runs(uri, "smoke")}
+    again = subprocess.run(argv, capture_output=True, text=True, timeout=600)
+    # the first round (2 runs) and its audits were done; the speed run cut short is made now, then the second round
+    assert again.returncode == 0, again.stderr[-2000:]
+    assert "ran 2, already finished 2" in again.stdout and "audits and speed measurements run 1" in again.stdout

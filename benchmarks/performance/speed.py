@@ -8,10 +8,8 @@ architecture with the same normalisation (GroupNorm by default), so only the met
 
 from __future__ import annotations
 
-import multiprocessing
 import statistics
 from collections.abc import Sequence
-from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 
 import torch
@@ -22,6 +20,7 @@ from inputdp.core.names import PARAM_MEMORY_KIND
 from inputdp.datasets import TensorData, canonical_name, dataset_info, load_tensor_data
 from inputdp.methods import METHODS, reference_method
 
+from ..executors import spawned_call
 from ..harness import Prepared, prepare, timed_steps
 from ..resolve import resolve
 from ..sweep import Overrides, build_config
@@ -173,8 +172,7 @@ def alone_memory(method: str, options: dict, *, dataset: str, preset: str, model
     before the first step: what the method's steps add, the same data and model being in every process)."""
 
     args = (method, options, dataset, preset, model, norm, batch_size, epsilon, data_dir, synthetic, threads, steps)
-    with ProcessPoolExecutor(max_workers=1, mp_context=multiprocessing.get_context("spawn")) as pool:
-        return pool.submit(_alone_child, *args).result()
+    return spawned_call(_alone_child, *args)
 
 
 def _alone_child(method: str, options: dict, dataset: str, preset: str, model: str | None, norm: str,

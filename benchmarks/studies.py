@@ -34,7 +34,7 @@ from .harness import load_average
 from .performance.speed import measure
 from .resolve import ResolvedRun, check_feasible, resolve
 from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep
-from .tracking import MLflowTracker, open_store, parent_run, run_name, runs_with_key
+from .tracking import MLflowTracker, open_store, parent_run, run_name, runs_with_key, span_parent
 
 #: the entry-point group installed packages use to add studies
 ENTRY_POINT_GROUP = "inputdp.studies"
@@ -284,6 +284,18 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
     check_audits(study, runs)
     parent = study_run(study, tracking_uri)
     total, extra = SweepOutcome(), []
+    try:
+        _rounds(study, runs, total, extra, tracking_uri=tracking_uri, perf=perf, executor=executor,
+                executor_options=executor_options, parent=parent, data_dir=data_dir)
+    finally:  # the study's parent run spans its runs in the MLflow UI, however the study ended
+        span_parent(tracking_uri, study.name, parent)
+    return total, extra
+
+
+def _rounds(study: Study, runs: Sequence[ResolvedRun], total: SweepOutcome, extra: list[str], *,
+            tracking_uri: str | None, perf: PerfFlags, executor: str, executor_options: dict[str, Any] | None,
+            parent: str, data_dir: str | None) -> None:
+    """Each round of seeds as a sweep, the first followed by the audits and the speed run."""
     for k, batch in enumerate(rounds(study, runs)):
         outcome = run_sweep(batch, tracking_uri=tracking_uri, experiment=study.name, perf=perf, executor=executor,
                             executor_options=executor_options, parent_run_id=parent)
@@ -296,7 +308,6 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
         if k == 0:
             extra += _audits_and_speed(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent,
                                        data_dir=data_dir)
-    return total, extra
 
 
 def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,

@@ -27,7 +27,7 @@ from .models import check_size
 from .presets import PRESETS
 from .resolve import NOT_RESOLVED, ResolvedRun, with_checked_data
 from .sampling import steps_per_epoch
-from .tracking import MLflowTracker, parent_run, reap, run_name, runs_with_key
+from .tracking import MLflowTracker, parent_run, reap, run_name, runs_with_key, span_parent
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -256,8 +256,12 @@ def run_sweep(runs: Sequence[ResolvedRun], *, tracking_uri: str | None = None, e
                                 skip_finished=skip_finished, parent_run_id=parent_run_id)
     lost = functools.partial(mark_lost_run, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf)
     outcome = SweepOutcome()
-    for summary in runner.map(runs, run_one=run_one, lost=lost, perf=perf):
-        outcome.add(summary)
+    try:
+        for summary in runner.map(runs, run_one=run_one, lost=lost, perf=perf):
+            outcome.add(summary)
+    finally:
+        if nest and parent_run_id is not None:  # the sweep's own parent spans its runs in the UI
+            span_parent(tracking_uri, experiment, parent_run_id)
 
     def plain(c: RunConfig) -> str:  # a summary's config carries its data's fingerprint, the sweep's may not
         return c.replace(data_fingerprint="").key()

@@ -298,6 +298,7 @@ def reap(mlflow_client, exp_id: str, runs: list, keep: str | None = None) -> tup
             continue
         try:
             mlflow_client.set_terminated(r.info.run_id, status="FAILED")
+            mlflow_client.update_run(r.info.run_id, name=f"{r.info.run_name} [failed]")
         except Exception:
             if _withdrawn(mlflow_client, r.info.run_id):
                 continue  # a claim withdrawn (deleted) or ended since the list was read: nothing to mark
@@ -436,6 +437,9 @@ class MLflowTracker:
         self.client.log_batch(self.run_id, params=[Param(k, _param_value(v)) for k, v in params.items()],
                               tags=[*extra, RunTag(names.TAG_STATUS_NOTE, "started")])
         self._log_dataset(config, params)
+        # the whole resolved configuration (params are cut at 500 characters and flat), as the run's artifact
+        self.client.log_dict(self.run_id, {"configuration": config.to_dict(), "params": params},
+                             names.RESOLVED_CONFIG_ARTIFACT)
 
     def _log_dataset(self, config, params: dict[str, Any]) -> None:
         """The run's data set as an MLflow input (the UI's Dataset column): its name and content digest, where it
@@ -474,11 +478,15 @@ class MLflowTracker:
                 at = metrics[names.METRIC_FINAL_TEST_ACCURACY] <= names.AT_CHANCE_FACTOR * chance
                 self.client.set_tag(self.run_id, names.TAG_AT_CHANCE, str(at).lower())
         self.client.set_terminated(self.run_id, status=status)
+        run = self.client.get_run(self.run_id)
         if status == "FINISHED":  # who held it no longer matters: the UI shows what the run is, not its bookkeeping
-            tags = self.client.get_run(self.run_id).data.tags
             for tag in names.BOOKKEEPING_TAGS:
-                if tag in tags:
+                if tag in run.data.tags:
                     self.client.delete_tag(self.run_id, tag)
+            if names.TAG_NOTE not in run.data.tags:
+                self.client.set_tag(self.run_id, names.TAG_NOTE, describe(run.data.tags, metrics))
+        else:  # a KILLED or FAILED run never shares its name with the FINISHED one of the same configuration
+            self.client.update_run(self.run_id, name=f"{run.info.run_name} [{status.lower()}]")
 
     def _name(self, config) -> str:
         """The run's name: an audit's says so (``audit-...``), a training run's is :func:`run_name`."""
@@ -518,6 +526,38 @@ def parent_run(tracking_uri: str | None, experiment: str, *, key: str, name: str
         run = mlflow_client.create_run(exp, run_name=name, tags=tags)
         mlflow_client.set_terminated(run.info.run_id, status="FINISHED")
         return run.info.run_id
+
+
+def describe(tags: dict[str, str], metrics: dict[str, float]) -> str:
+    """A finished run's description in the MLflow UI: method, budget, relation, whether the epsilon is a guarantee
+    (and by which accountant), and its accuracy."""
+    method = tags.get(names.TAG_METHOD, "?") + (f" [{tags[names.TAG_VARIANT]}]" if tags.get(names.TAG_VARIANT) else "")
+    eps = metrics.get(names.METRIC_EPSILON_TARGET, math.inf)
+    acc = metrics.get(names.METRIC_FINAL_TEST_ACCURACY)
+    text = f"{method} on {tags.get(names.TAG_DATASET, '?')} ({tags.get(names.TAG_PRESET, '?')} preset)"
+    if tags.get(names.TAG_KIND) == names.KIND_AUDIT:
+        text = f"audit ({tags.get(names.TAG_CANARY_KIND, '?')} canaries) of {text}"
+    if math.isfinite(eps):
+        guarantee = "a guarantee" if tags.get(names.TAG_PRIVACY_GUARANTEE) == "true" else "not a guarantee"
+        text += (f" at epsilon {eps:g} under {tags.get(names.TAG_PRIVACY_ADJACENCY, '?')}: {guarantee} "
+                 f"({tags.get(names.TAG_PRIVACY_ACCOUNTANT, '?')})")
+    else:
+        text += ": no privacy (the reference)"
+    if acc is not None:
+        text += f"; test accuracy {100 * acc:.2f}%"
+    return text + ". Audits and verdicts: bench report."
+
+
+def span_parent(tracking_uri: str | None, experiment: str, parent_id: str) -> None:
+    """A parent run's end moved to its last child's (now, for a child still running), so that the UI shows it
+    spanning its children rather than the milliseconds of its making."""
+    mlflow_client, exp = open_store(tracking_uri, experiment)
+    children = mlflow_client.search_runs([exp], filter_string=f"tags.{names.TAG_PARENT_RUN} = '{parent_id}'",
+                                         max_results=50000)
+    now = int(time.time() * 1000)
+    ends = [c.info.end_time or now for c in children]
+    if ends:
+        mlflow_client.set_terminated(parent_id, "FINISHED", end_time=max(ends))
 
 
 def _holder(run) -> str:

@@ -99,3 +99,41 @@ def test_a_finished_run_keeps_no_bookkeeping_tags_and_an_audit_is_named_so(tmp_p
     names_seen = {r.info.run_name for r in client(uri).search_runs([experiment_id(client(uri))])}
     assert any(n.startswith(names.AUDIT_RUN_PREFIX) for n in names_seen)
     assert sum(not n.startswith(names.AUDIT_RUN_PREFIX) for n in names_seen) == 1
+
+
+def test_mlflow_shows_what_a_run_is_and_a_parent_spans_its_runs(tmp_path):
+    """Each finished run has a description (method, budget, relation, guarantee, accuracy) and its resolved
+    configuration as an artifact; a run marked FAILED never shares its name with the finished one of its
+    configuration; a sweep's parent run ends with its last run, not milliseconds after it was made."""
+    import json
+    import socket
+    import subprocess
+    import sys
+
+    from inputdp.core import names
+
+    uri = f"sqlite:///{tmp_path / 'm.db'}"
+    configs = expand(methods=["nonprivate", "dpsgd"], dataset="synthetic", preset="smoke", epsilons=[4], seeds=[0],
+                     overrides=Overrides(steps=6))
+    runs = check_feasible(configs)
+    # a run of dpsgd's configuration left RUNNING by a dead process: marked FAILED when the sweep claims it
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    c = client(uri)
+    dpsgd = next(r for r in runs if r.config.method == "dpsgd")
+    c.create_run(experiment_id(c), run_name="dpsgd-synthetic-eps4-s0", tags={
+        names.TAG_CONFIG_KEY: dpsgd.key(), names.TAG_PID: dead.stdout.strip(), names.TAG_HOST: socket.gethostname()})
+    run_sweep(runs, tracking_uri=uri, perf=QUIET, nest=True)
+    stored = c.search_runs([experiment_id(c)])
+    (parent,) = [r for r in stored if r.data.tags.get(names.TAG_KIND) == names.KIND_SWEEP]
+    children = [r for r in stored if r.data.tags.get(names.TAG_PARENT_RUN) == parent.info.run_id]
+    assert len(children) == 2 and parent.info.end_time == max(r.info.end_time for r in children)
+    finished = {r.data.tags[names.TAG_METHOD]: r for r in children}
+    note = finished["dpsgd"].data.tags[names.TAG_NOTE]
+    assert note.startswith("dpsgd on synthetic (smoke preset) at epsilon 4 under add/remove one example: a guarantee")
+    assert "test accuracy" in note and "no privacy" in finished["nonprivate"].data.tags[names.TAG_NOTE]
+    got = json.loads((tmp_path / c.download_artifacts(finished["dpsgd"].info.run_id, names.RESOLVED_CONFIG_ARTIFACT,
+                                                      str(tmp_path))).read_text())
+    assert got["configuration"]["method"] == "dpsgd" and got["configuration"]["privacy"]["epsilon"] == 4
+    failed = [r for r in stored if r.info.status == "FAILED"]
+    assert [r.info.run_name for r in failed] == ["dpsgd-synthetic-eps4-s0 [failed]"]
+    assert finished["dpsgd"].info.run_name == "dpsgd-synthetic-eps4-s0"

@@ -244,11 +244,14 @@ def load_folder(location: str, download: bool):
     def read(items):
         xs = []
         for path, _ in items:
-            with Image.open(path) as im:
-                im = im.convert(mode)
-                if im.size != (info.size, info.size):
-                    im = im.resize((info.size, info.size), Image.BILINEAR)
-                xs.append(np.asarray(im, dtype=np.uint8))
+            try:
+                with Image.open(path) as im:
+                    im = im.convert(mode)
+                    if im.size != (info.size, info.size):
+                        im = im.resize((info.size, info.size), Image.BILINEAR)
+                    xs.append(np.asarray(im, dtype=np.uint8))
+            except Exception as err:  # noqa: BLE001 - a header that reads but pixels that do not (a truncated file)
+                raise ConfigError(f"image {path} cannot be read: {type(err).__name__}: {err}".replace("\n", " ")) from None
         x = torch.from_numpy(np.stack(xs))
         x = x.unsqueeze(1) if x.ndim == 3 else x.permute(0, 3, 1, 2)
         return x.contiguous(), torch.tensor([label for _, label in items], dtype=torch.int64)

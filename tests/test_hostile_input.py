@@ -547,3 +547,12 @@ def test_the_growth_rule_leaves_an_ordinary_loss_alone():
     with pytest.raises(Diverged, match="over 1000 times its scale 2.3"):
         _check_diverged(C, 3, 10, 2.3e3 + 1, scale=2.3)
     _check_diverged(C, 3, 0, float("nan"), scale=2.3)  # an epoch of no batch has no loss to judge
+
+
+def test_too_many_canaries_are_refused_before_the_store_opens(tmp_path):
+    """5,000 canaries against the smoke preset's 2,000 examples: one line naming the allowed range, no store made."""
+    db = tmp_path / "a.db"
+    code, out, err, seconds = _call(["audit", "--method", "dirichlet_softmax", "--dataset", "synthetic", "--preset",
+                                     "smoke", "--canaries", "5000", "--tracking-uri", f"sqlite:///{db}"])
+    _assert_one_line(code, out, err, "canaries=5000 is not allowed: it must be an integer in [2, 2000)")
+    assert not db.exists() and seconds < 10

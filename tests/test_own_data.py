@@ -143,6 +143,19 @@ def _one_class(r):
     return r / "one"
 
 
+def test_a_truncated_image_is_named(tmp_path):
+    """A PNG whose header reads but whose pixels are cut off: the one-line error names the file."""
+    from inputdp.datasets import load_tensor_data
+
+    write_folder(tmp_path / "t", *arrays()[:2])
+    root = tmp_path / "t"
+    png = sorted((root / "train").rglob("*.png"))[0]
+    png.write_bytes(png.read_bytes()[:60])
+    with pytest.raises(ConfigError, match=f"image {png} cannot be read") as err:
+        load_tensor_data(f"folder:{root}")
+    assert "\n" not in str(err.value)
+
+
 @pytest.mark.parametrize("make,expected", [
     (lambda r: r / "absent", "is not a folder"),
     (_one_class, "at least 2"),

@@ -237,6 +237,13 @@ def check_no_holdout(config: RunConfig) -> None:
         raise ConfigError(f"holdout={config.holdout} is not allowed in an audit: it would hold out canaries too")
 
 
+def check_canary_count(m: int, train_size: int, minimum: int = 1) -> None:
+    """Canaries that replace training examples (mislabeled, random_pattern, blank_patch): fewer than the data hold."""
+    if not (minimum <= m < train_size):
+        raise ConfigError(f"canaries={m!r} is not allowed: it must be an integer in [{minimum}, {train_size}) (the "
+                          f"{train_size} training examples, which the canaries replace)")
+
+
 def check_arguments(*, canary_kind: str, canaries: int, pattern_scale: float, scores: Sequence[str] | None = None,
                     model: str | None = None, minimum: int = 2) -> None:
     """Every audit argument that needs no data: checked before any data is read or any run is opened.
@@ -324,8 +331,7 @@ def make_canaries(kind: str, data: TensorData, m: int, seed: int, *, pattern_sca
         return _exclusive_support(data, m, seed)
     if kind == "canary_inputs":
         return _canary_inputs(data, m, seed)
-    if m >= data.train_size:
-        raise ConfigError(f"canaries={m!r} is not allowed: it must be an integer in [1, {data.train_size})")
+    check_canary_count(m, data.train_size)
     g = torch.Generator().manual_seed(10_000 + seed)
     c = data.info.num_classes
     device = data.x_train.device

@@ -64,6 +64,12 @@ def cmd_audit(args: argparse.Namespace) -> int:
     config = resolution.config
     if args.runs is not None:
         return _multi_run_audit(args, resolution, scale, score)
+    if args.canary_kind not in ("exclusive_support", "canary_inputs"):  # the count against the data, before the store
+        from inputdp.benchmarks.audits.one_run import check_canary_count
+        from inputdp.datasets.facts import data_facts
+
+        n = data_facts(config.dataset, config.data_dir).train_size
+        check_canary_count(args.canaries, min(n, config.train_examples or n), minimum=2)
     tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
     if tracker is not None:
         tracker.extra_tags.update({

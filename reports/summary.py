@@ -208,7 +208,7 @@ def _first_number(cell: str) -> float:
 def summary(reports: Path = ROOT) -> str:
     """Every committed study's table, in name order, between the markers; then the studies of model audits alone
     and the mechanism audits."""
-    parts = [BEGIN, "", LEGEND]
+    parts = [BEGIN, "", *answer_block(reports), "", LEGEND]
     for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
         parts += ["", *study_table(folder)]
     if any(OTHER_DESIGN in line for line in parts):  # the mark's legend once, under the studies' tables
@@ -219,6 +219,33 @@ def summary(reports: Path = ROOT) -> str:
     for folder in sorted(p for p in reports.iterdir() if (p / "mechanism_audits.csv").exists()):
         parts += ["", *mechanism_table(folder)]
     return "\n".join([*parts, "", END])
+
+
+ANSWER_HEAD = ("**Which method, at what cost** (each method at its own best recipe, the studies of the `own_best` view): "
+               "the most accurate row whose claim is a guarantee for the released model that no audit refutes, per "
+               "data set, relation and epsilon; time as a multiple of non-private's whole run")
+
+
+def answer_block(reports: Path = ROOT) -> list[str]:
+    """The answer tables of the own-best studies (every method at its own best recipe) as one table."""
+    from inputdp.reports.leaderboard.answer import answer_legend, answer_table
+
+    rows, legends = [], []
+    for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
+        board = pd.read_csv(folder / "leaderboard.csv")
+        if board.empty or not (board["view"] == "own_best").all() or not (board["method"] == "nonprivate").any():
+            continue  # a matched-view study, or a part of another study's runs without the reference
+        answer = answer_table(board)
+        legends.append(answer_legend(answer))
+        for a in answer.itertuples(index=False):
+            best = a[3] if not a[4] else f"{a[3]} ({a[4]})"
+            rows.append(f"| {folder.name} | {a.relation} | {a.epsilon} | {best} | {a[5]} | "
+                        f"{a[6].replace(' whole run', '')} | {a[7]} |")
+    if not rows:
+        return []
+    head = ["| study | relation | eps | best sound method (model) | accuracy % (seeds) | time | next best |",
+            "|---|---|---|---|---|---|---|"]
+    return [ANSWER_HEAD, "", *head, *rows, "", max(legends, key=len)]
 
 
 def rewrite(readme: Path, reports: Path = ROOT) -> bool:

@@ -21,6 +21,7 @@ import torch
 from mlflow.entities import Metric, Param
 
 from inputdp.core import names
+from inputdp.core.claims import NULL
 from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.core.registry import Entry, Registry
@@ -93,6 +94,8 @@ class AuditPlan:
             except ConfigError:
                 return False
             return True
+        if r.claim.relation is not None and getattr(r.claim.relation, "excluded", "") == NULL:
+            return False  # input canaries cannot build zero-out's null example (one_run.check_input_design)
         if self.canary_kind != "canary_inputs":
             return True
         method = r.method()

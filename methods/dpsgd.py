@@ -33,7 +33,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATIONS, REPLACE_INPUT
+from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELATIONS, REPLACE_INPUT, ZERO_OUT
 from inputdp.core.errors import ConfigError
 from inputdp.methods.augment import random_crop_flip, shift
 
@@ -160,7 +160,7 @@ class DPSGD(SubsampledGaussianMethod):
             mechanism="subsampled_gaussian", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]},
             epsilon=cal.epsilon, delta=spec.delta,
-            protects="inputs and labels" if self.relation == ADD_REMOVE else "inputs",
+            protects=RELATION_VALUES[self.relation].protects,
             accountant=self.accountant_label(), adjacency=RELATION_TEXT[self.relation],
             scope=self._scope(), noise=noise.describe(self.options["secure_mode"]),
         )
@@ -169,6 +169,11 @@ class DPSGD(SubsampledGaussianMethod):
         if self.relation == ADD_REMOVE:
             return ("every iterate of the model parameters (each example's input and label, add/remove one example): "
                     "each step releases one noised sum of clipped gradients, so Poisson subsampling amplifies it")
+        if self.relation == ZERO_OUT:
+            return ("every iterate of the model parameters, one example, input and label, replaced by the null "
+                    "example (zero-out: its gradient 0; n public): each step releases one noised sum of clipped "
+                    "gradients, which the example moves by at most C when it is sampled, as under add/remove "
+                    "(THEORY.md, 'Neighbouring relations')")
         return ("every iterate of the model parameters, one input replaced by any other (its label and membership "
                 "public): each step releases one noised sum of clipped gradients, in which the replaced example's "
                 "gradient moves the sum by at most 2C when it is sampled (THEORY.md, 'Neighbouring relations')")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import functools
 from typing import Any
 
-from inputdp.core.claims import ADD_REMOVE
+from inputdp.core.claims import ADD_REMOVE, ZERO_OUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
@@ -15,6 +15,7 @@ from .accounting.calibration import InfeasibleTarget, calibrate_parameter
 from .accounting.gaussian_rdp import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from .accounting.pld import DESCRIPTION as PLD_DESCRIPTION
 from .accounting.pld import DESCRIPTION_REPLACE as PLD_DESCRIPTION_REPLACE
+from .accounting.pld import DESCRIPTION_ZERO_OUT as PLD_DESCRIPTION_ZERO_OUT
 from .accounting.pld import MAX_STEPS as PLD_MAX_STEPS
 from .accounting.pld import VALUE_INTERVAL as PLD_INTERVAL
 from .accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
@@ -31,14 +32,15 @@ def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, 
 
     For ``rdp`` the accountant is the vectorised RDP of ``accounting.gaussian_rdp`` (equal to Opacus' RDP accountant,
     tested; about 50x faster); ``pld`` starts its search from RDP's sigma (accounting/pld.py); ``prv`` is Opacus'
-    PRV accountant, evaluated at each point of the same search. ``relation`` ``replace_input`` is PLD's only.
+    PRV accountant, evaluated at each point of the same search. ``relation`` ``replace_input`` is PLD's only; ``zero_out``
+    has add/remove's pair, so every accountant's answer is add/remove's.
     """
-    if accountant == "rdp":
-        return gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
     if accountant == "pld":
         return gaussian_noise_multiplier_pld(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps,
                                              relation=relation)
     _add_remove_only(accountant, relation)
+    if accountant == "rdp":
+        return gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
 
     def eps_of(sigma: float) -> float:
         return gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=sampling_rate, steps=steps,
@@ -51,7 +53,9 @@ def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, 
 
 
 def _add_remove_only(accountant: str, relation: str) -> None:
-    if relation != ADD_REMOVE:
+    """RDP and PRV analyse the add/remove pair (a mixture against N(0)); zero-out's pair is the same one (the null
+    example contributes 0), so they hold for it too; one input replaced is PLD's alone."""
+    if relation not in (ADD_REMOVE, ZERO_OUT):
         raise ConfigError(f"adjacency={relation} is not allowed with accountant={accountant}: it is an add/remove "
                           "theorem; use accountant=pld (dp_accounting's PLD under one input replaced)")
 
@@ -120,7 +124,8 @@ class SubsampledGaussianMethod(Method):
         if self.relation != ADD_REMOVE:
             details["adjacency"] = self.relation
         if accountant == "pld":
-            detail = PLD_DESCRIPTION if self.relation == ADD_REMOVE else PLD_DESCRIPTION_REPLACE
+            detail = {ADD_REMOVE: PLD_DESCRIPTION, ZERO_OUT: PLD_DESCRIPTION_ZERO_OUT}.get(self.relation,
+                                                                                     PLD_DESCRIPTION_REPLACE)
             details.update(accountant_detail=detail, accountant_library=f"dp_accounting {pld_library_version()}")
         return Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, details=details)
 

@@ -226,3 +226,15 @@ def test_the_verdict_reads_the_every_iterate_family_alone():
     assert out.verdict().startswith("not refuted")
     rows = canaries_csv(out).splitlines()
     assert rows[0] == "canary,included,times_sampled," + ",".join(SCORES) and len(rows) == m + 1
+
+
+def test_the_zero_out_design_keeps_every_canary_s_row_and_the_excluded_ones_add_nothing(tiny):
+    """Under zero-out an excluded canary is the null example: its row is in the data and sampled like any other, but
+    its gradient is 0, so its coordinate reads pure noise; the audit names the relation and the null design."""
+    out = _run(tiny, "zero_out")
+    assert (out.relation, out.design) == ("zero_out", "null")
+    excluded = ~out.included
+    assert out.sampled[excluded].mean() > 0  # its row exists and the sampler draws it
+    z = torch.stack(out.trace.z_recorded).numpy()[:, excluded[:RECORD]]
+    sigma = out.noise_multiplier_used
+    assert abs(z.mean()) < 5 * sigma / math.sqrt(z.size) and abs(z.std() / sigma - 1) < 5 / math.sqrt(2 * z.size)

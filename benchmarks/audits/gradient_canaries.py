@@ -44,7 +44,7 @@ import torch
 from torch import nn
 
 from inputdp.core import names
-from inputdp.core.claims import REPLACED
+from inputdp.core.claims import NULL, REPLACED
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, load_tensor_data
@@ -344,10 +344,11 @@ def count_tests(m: int) -> int:
     return ANALYSES * len(guess_grid(m))
 
 
-def canary_training_set(data: TensorData, signs: torch.Tensor) -> tuple[TensorData, torch.Tensor]:
+def canary_training_set(data: TensorData, signs: torch.Tensor, every: bool = False) -> tuple[TensorData, torch.Tensor]:
     """The base data with one marked row per canary that is in the run (add/remove: the included canaries;
-    replace: every canary, in or replaced); returns the data and, per appended row, its canary's index."""
-    rows = torch.nonzero(signs != 0).flatten()
+    replace: every canary, in or replaced; zero-out, ``every``: every canary, an excluded one the null example whose
+    gradient is 0); returns the data and, per appended row, its canary's index."""
+    rows = torch.arange(signs.numel()) if every else torch.nonzero(signs != 0).flatten()
     x = torch.full((rows.numel(), *data.shape), _MARK, dtype=data.x_train.dtype, device=data.x_train.device)
     x.view(rows.numel(), -1)[:, 0] = rows.to(x.device, x.dtype)
     y = torch.zeros(rows.numel(), dtype=data.y_train.dtype, device=data.y_train.device)
@@ -373,7 +374,7 @@ def gradient_canary_audit(resolved: ResolvedRun, *, canaries: int = 10_000, perf
     replaced = relation.excluded == REPLACED
     included = (torch.rand(canaries, generator=torch.Generator().manual_seed(30_000 + config.seed)) < 0.5)
     signs = torch.where(included, 1.0, -1.0 if replaced else 0.0)
-    train_data, row_canary = canary_training_set(data, signs)
+    train_data, row_canary = canary_training_set(data, signs, every=relation.excluded == NULL)
     p = prepare(resolved, perf, train_data)
     hook, claimed_sigma = _install(p, canaries, signs, noise_scale)
     trace = CanaryTrace(hook, p.optimizer, first_row=data.train_size, row_canary=row_canary,

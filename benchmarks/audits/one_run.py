@@ -31,7 +31,7 @@ from scipy import stats
 from torch import nn
 
 from inputdp.core import names
-from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES, REPLACED, Relation
+from inputdp.core.claims import ADD_REMOVE, NULL, RELATION_VALUES, REPLACED, Relation
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, load_tensor_data, normalise
@@ -430,6 +430,7 @@ def with_canaries(canaries: Canaries, *, relation: Relation) -> TensorData:
     """The audit's training set under the claim's relation (THEORY.md, "Auditing"): the base data with every canary
     whose coin says "in" appended; an excluded canary is absent (add/remove) or holds its slot with its replacement,
     its label kept (replace_input: n, every index and every label the same in both worlds)."""
+    check_input_design(relation)
     inc = torch.from_numpy(canaries.included).to(canaries.x.device)
     b = canaries.base
     if relation.excluded == REPLACED:
@@ -439,11 +440,21 @@ def with_canaries(canaries: Canaries, *, relation: Relation) -> TensorData:
                       b.x_test, b.y_test)
 
 
+def check_input_design(relation: Relation) -> None:
+    """Input canaries build add/remove's and replace_input's pairs; zero-out's null example (a slot whose every
+    contribution is zero) would need each method's loss to mask it: refused in one line, gradient canaries build it."""
+    if relation.excluded == NULL:
+        raise ConfigError(f"an audit with input canaries is not allowed under {relation.key}: its null example (a slot "
+                          "that contributes nothing) is not built for input canaries; audit DP-SGD with --canary-kind "
+                          "gradient_canaries, whose excluded canaries contribute a zero gradient")
+
+
 def design_suffix(claim) -> str:
     """What an audit's store key adds for its claim's design: nothing for add/remove (the design every audit had
     before the relation was read), ":replaced" for a replace relation, so an audit made with the absent design is
     never taken for one under the claim's relation."""
-    return ":replaced" if audit_relation(claim).excluded == REPLACED else ""
+    excluded = audit_relation(claim).excluded
+    return {REPLACED: ":replaced", NULL: ":null"}.get(excluded, "")
 
 
 def audit_relation(claim) -> Relation:

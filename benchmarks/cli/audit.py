@@ -64,12 +64,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     config = resolution.config
     if args.runs is not None:
         return _multi_run_audit(args, resolution, scale, score)
-    if args.canary_kind not in ("exclusive_support", "canary_inputs"):  # the count against the data, before the store
-        from inputdp.benchmarks.audits.one_run import check_canary_count
-        from inputdp.datasets.facts import data_facts
-
-        n = data_facts(config.dataset, config.data_dir).train_size
-        check_canary_count(args.canaries, min(n, config.train_examples or n), minimum=2)
+    _check_canary_count(args, config)
     tracker = None if args.no_track else MLflowTracker(args.tracking_uri, args.experiment)
     if tracker is not None:
         tracker.extra_tags.update({
@@ -207,7 +202,29 @@ def _check_one_run(args: argparse.Namespace, config, scale: float) -> tuple[str,
     check_arguments(canary_kind=args.canary_kind, canaries=args.canaries, pattern_scale=scale, scores=scores,
                     model=config.model)
     check_canary_inputs(args.canary_kind, config, create_method(config.method, dict(config.method_options)))
+    _check_design(config)
     return scores
+
+
+def _check_canary_count(args: argparse.Namespace, config) -> None:
+    """Canaries that replace training examples: fewer than the data hold, checked against the data before the store."""
+    if args.canary_kind in ("exclusive_support", "canary_inputs"):
+        return
+    from inputdp.benchmarks.audits.one_run import check_canary_count
+    from inputdp.datasets.facts import data_facts
+
+    n = data_facts(config.dataset, config.data_dir).train_size
+    check_canary_count(args.canaries, min(n, config.train_examples or n), minimum=2)
+
+
+def _check_design(config) -> None:
+    """Input canaries under a claim whose relation they cannot build (zero-out's null example): refused now."""
+    from inputdp.benchmarks.audits.one_run import check_input_design
+    from inputdp.core.claims import RELATION_VALUES
+
+    relation = RELATION_VALUES.get(str(config.method_options.get("adjacency", "")))
+    if relation is not None:
+        check_input_design(relation)
 
 
 def _check_multi_run(args: argparse.Namespace, config, scale: float) -> str:
@@ -220,6 +237,7 @@ def _check_multi_run(args: argparse.Namespace, config, scale: float) -> str:
         raise ConfigError(f"--canaries {args.canaries} is not allowed with --runs: each run of a multi-run audit "
                           "holds one canary (or none)")
     check_runs(args.runs)
+    _check_design(config)
     if args.canary_kind == "canary_inputs":
         raise ConfigError("--canary-kind canary_inputs is not allowed with --runs: its canaries' coordinates widen "
                           "the model of one run; give --canaries M for a one-run audit (any M)")

@@ -7,7 +7,7 @@ import itertools
 import json
 from typing import Any
 
-from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT
+from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT, ZERO_OUT
 from inputdp.core.errors import ConfigError
 
 from .common import parse_options
@@ -69,10 +69,12 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
     accountants = ([None] if "accountant" in options or "accountant" not in cls.option_defaults
                    else list(getattr(cls, "accountants", (cls.option_defaults["accountant"],))))
     relations: list[str | None] = [None]
-    if options.get("adjacency") == REPLACE_INPUT and cls.option_defaults.get("adjacency") == ADD_REMOVE:
-        # the relation asked for beside the default one, row by row; only PLD has both (unless one is named)
-        relations = [ADD_REMOVE, REPLACE_INPUT]
-        accountants = [None] if "accountant" in options else ["pld"]
+    asked = options.get("adjacency")
+    if asked in (REPLACE_INPUT, ZERO_OUT) and cls.option_defaults.get("adjacency") == ADD_REMOVE:
+        # the relation asked for beside the default one, row by row; only PLD has replace_input (unless one is named)
+        relations = [ADD_REMOVE, asked]
+        if "accountant" in options or asked == REPLACE_INPUT:
+            accountants = [None] if "accountant" in options else ["pld"]
     rows, lines = [], []
     for dataset, s in settings.items():
         own = s.method_settings.get(args.method, {})  # the method's own (q, T) where the preset gives it one

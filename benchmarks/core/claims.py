@@ -14,15 +14,20 @@ from . import names
 #: "inputs private, labels public" names). THEORY.md, "Neighbouring relations".
 ADD_REMOVE = "add_remove"
 REPLACE_INPUT = "replace_input"
-RELATIONS = (ADD_REMOVE, REPLACE_INPUT)
+#: one example replaced by the null example, which contributes nothing (Kairouz et al. 2021's "zero-out";
+#: dp_accounting's REPLACE_SPECIAL): n and every index public, the example's input and label hidden
+ZERO_OUT = "zero_out"
+RELATIONS = (ADD_REMOVE, REPLACE_INPUT, ZERO_OUT)
 RELATION_TEXT = {
     ADD_REMOVE: "add/remove one example",
     REPLACE_INPUT: "one input replaced, its label and membership public",
+    ZERO_OUT: "one example replaced by the null example (zero-out: it contributes nothing; n public)",
 }
 #: how an audit represents a canary that its coin left out: absent from the training set, or its slot kept (same
 #: index, same label, n unchanged) holding the canary's replacement
 ABSENT = "absent"
 REPLACED = "replaced"
+NULL = "null"  # zero-out: the slot holds the null example, whose contribution (gradient, statistic) is zero
 
 
 @dataclass(frozen=True)
@@ -36,7 +41,7 @@ class Relation:
     key: str
     text: str
     protects: str
-    excluded: str  # ABSENT or REPLACED: the audit design the relation asks for
+    excluded: str  # ABSENT, REPLACED or NULL: the audit design the relation asks for
 
     def __str__(self) -> str:
         return self.key
@@ -45,6 +50,7 @@ class Relation:
 RELATION_VALUES = {
     ADD_REMOVE: Relation(ADD_REMOVE, RELATION_TEXT[ADD_REMOVE], "inputs and labels", ABSENT),
     REPLACE_INPUT: Relation(REPLACE_INPUT, RELATION_TEXT[REPLACE_INPUT], "inputs", REPLACED),
+    ZERO_OUT: Relation(ZERO_OUT, RELATION_TEXT[ZERO_OUT], "inputs and labels", NULL),
 }
 
 

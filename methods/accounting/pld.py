@@ -19,7 +19,7 @@ import functools
 import math
 from importlib.metadata import version
 
-from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT
+from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT, ZERO_OUT
 
 from .calibration import InfeasibleTarget, calibrate_parameter
 from .gaussian_rdp import MAX_SIGMA, MIN_SIGMA, gaussian_noise_multiplier_rdp
@@ -41,6 +41,12 @@ DESCRIPTION_REPLACE = (f"privacy-loss distribution (dp_accounting, connect-the-d
                        f"{VALUE_INTERVAL:g}, replace one example: the clipped difference 2C)")
 
 
+#: the same under zero-out (dp_accounting's REPLACE_SPECIAL: one example's contribution of norm <= C against the null
+#: example's 0, the pair add/remove's is)
+DESCRIPTION_ZERO_OUT = (f"privacy-loss distribution (dp_accounting, connect-the-dots, pessimistic, grid "
+                        f"{VALUE_INTERVAL:g}, zero-out: one example against the null example, the difference C)")
+
+
 def _neighbouring(relation: str):
     from dp_accounting import NeighboringRelation
 
@@ -48,6 +54,8 @@ def _neighbouring(relation: str):
         return NeighboringRelation.ADD_OR_REMOVE_ONE
     if relation == REPLACE_INPUT:
         return NeighboringRelation.REPLACE_ONE
+    if relation == ZERO_OUT:
+        return NeighboringRelation.REPLACE_SPECIAL
     raise ValueError(f"relation={relation!r} is not allowed: choose one of {', '.join(RELATIONS)}")
 
 
@@ -56,8 +64,9 @@ def gaussian_epsilon_pld(*, noise_multiplier: float, sampling_rate: float, steps
                          interval: float = VALUE_INTERVAL, relation: str = ADD_REMOVE) -> float:
     """An upper bound on epsilon at ``delta`` of T Poisson-subsampled Gaussian steps of noise ``noise_multiplier``
     (in units of the clipping norm C), from the pessimistic PLD on a grid of ``interval``: ``add_remove`` (one example
-    added or removed, sensitivity C) or ``replace_input`` (one example's contribution replaced by another of norm
-    <= C: mixtures q N(-C) + (1-q) N(0) against q N(C) + (1-q) N(0), the difference 2C)."""
+    added or removed, sensitivity C), ``zero_out`` (one example against the null example, whose contribution is 0: the
+    same pair) or ``replace_input`` (one example's contribution replaced by another of norm <= C: mixtures
+    q N(-C) + (1-q) N(0) against q N(C) + (1-q) N(0), the difference 2C)."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     neighbouring = _neighbouring(relation)
@@ -99,8 +108,10 @@ def gaussian_noise_multiplier_pld(*, epsilon: float, delta: float, sampling_rate
     # (an upper bound on PLD's): PLD could reach some of them only where delta alone covers the distance (epsilon 0
     # at sigma ~ 4e5 for the cpu preset's (q, T)), which is no training.
     rdp = gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
-    start, bracket = (rdp, (0.8 * rdp, rdp)) if relation == ADD_REMOVE else (1.5 * rdp, (0.8 * rdp, 2.0 * rdp))
-    if relation == ADD_REMOVE and eps_of(rdp) > epsilon:  # tiny targets: the grid's pessimism exceeds RDP's slack
+    # zero-out's dominating pair is add/remove's (the null example adds 0): the same bracket and floor
+    like_add_remove = relation in (ADD_REMOVE, ZERO_OUT)
+    start, bracket = (rdp, (0.8 * rdp, rdp)) if like_add_remove else (1.5 * rdp, (0.8 * rdp, 2.0 * rdp))
+    if like_add_remove and eps_of(rdp) > epsilon:  # tiny targets: the grid's pessimism exceeds RDP's slack
         err = InfeasibleTarget(epsilon, eps_of(rdp), what)
         err.args = (f"epsilon={epsilon:g} is too small for the PLD's grid ({VALUE_INTERVAL:g}) at q={sampling_rate:g}, "
                     f"T={steps}, delta={delta:g}: use accountant=rdp",)

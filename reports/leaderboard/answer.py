@@ -14,13 +14,14 @@ import math
 
 import pandas as pd
 
-from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES, REPLACE_INPUT, relation_named
+from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES, REPLACE_INPUT, ZERO_OUT, relation_named
 
 from .verdicts import SOUND, covers_model
 
 #: the relations as the answer names them, with what each protects (its one-line legend)
 RELATION_LEGEND = {
     ADD_REMOVE: ("add/remove", "one example added or removed, input and label: protects inputs, labels and membership"),
+    ZERO_OUT: ("zero-out", "one example replaced by the null example (n public): protects its input and label"),
     REPLACE_INPUT: ("replace one input", "one input replaced, its label and membership public: protects inputs"),
 }
 #: the text of a claim whose theorem holds for one example (input and label) replaced, which covers replace_input

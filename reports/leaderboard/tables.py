@@ -7,7 +7,7 @@ import math
 import pandas as pd
 
 from inputdp.core import names
-from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT
+from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT, ZERO_OUT
 
 from .verdicts import GROUP_TITLES, NO_GUARANTEE, REFERENCE, SOUND, covers_model, short_verdict
 
@@ -46,8 +46,9 @@ TOOLTIPS = {"accountant": "the claim and what it covers", "guarantee": "the clai
 
 
 #: the neighbouring relations, as the glance table names them (a run logs the relation's key or its text)
-RELATION_SHORT = {ADD_REMOVE: "add/remove", REPLACE_INPUT: "replace one input",
-                  RELATION_TEXT[ADD_REMOVE]: "add/remove", RELATION_TEXT[REPLACE_INPUT]: "replace one input"}
+RELATION_SHORT = {ADD_REMOVE: "add/remove", REPLACE_INPUT: "replace one input", ZERO_OUT: "zero-out",
+                  RELATION_TEXT[ADD_REMOVE]: "add/remove", RELATION_TEXT[REPLACE_INPUT]: "replace one input",
+                  RELATION_TEXT[ZERO_OUT]: "zero-out"}
 
 
 

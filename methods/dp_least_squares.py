@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from inputdp.core.claims import RELATION_TEXT, RELATIONS, REPLACE_INPUT
+from inputdp.core.claims import RELATION_TEXT, RELATION_VALUES, RELATIONS, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
@@ -29,7 +29,8 @@ from .features import check_clip, clipped_features, feature_map, set_linear_head
 def sensitivities(clip: float, relation: str) -> tuple[float, float]:
     """L2 sensitivities of (upper triangle of A, B) for rows of norm <= C. One input replaced, its label kept:
     |xx^T - x'x'^T|_F^2 = |x|^4 + |x'|^4 - 2 (x.x')^2 <= 2 C^4, and B's one column moves by x - x', |.| <= 2C.
-    One example added or removed: |xx^T|_F = |x|^2 <= C^2 and |x e_y^T| <= C."""
+    One example added or removed, or zeroed out (the null example's row is 0, label and all): |xx^T|_F = |x|^2 <= C^2
+    and |x e_y^T| <= C."""
     if relation == REPLACE_INPUT:
         return math.sqrt(2.0) * clip**2, 2.0 * clip
     return clip**2, clip
@@ -104,7 +105,7 @@ class DPLeastSquares(Method):
         return PrivacyClaim(
             mechanism="gaussian_sufficient_statistics", sampling="none (every example, once)", steps=1,
             parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip": self.options["clip"]},
-            epsilon=cal.epsilon, delta=spec.delta, protects="inputs" if relation == REPLACE_INPUT else "inputs and labels",
+            epsilon=cal.epsilon, delta=spec.delta, protects=RELATION_VALUES[relation].protects,
             accountant="analytic Gaussian (Balle & Wang 2018), the two releases composed exactly",
             adjacency=RELATION_TEXT[relation], noise=noise.describe(self.options["secure_mode"]),
             scope=("the released model and everything computed from it: one Gaussian release of X^T X and X^T Y of "

@@ -620,3 +620,24 @@ def test_run_time_bars_read_apart():
     assert unit == "seconds" and len(set(labels)) == 3 and labels[1].startswith("6.40 s\n×1.05")
     unit, values, labels = run_time_labels(pd.Series({"nonprivate": 86.0, "pate": 455.0}))
     assert unit == "minutes" and labels == ["1.43 min", "7.58 min"]
+
+
+def test_the_answer_covers_a_relation_once_a_row_claims_it():
+    """Zero-out appears in the answer only once a row claims it; PATE's claim (any example replaced) then answers
+    for it too, and an add/remove row never does (2 epsilon by group privacy)."""
+    from inputdp.reports.leaderboard.answer import answer_table
+
+    def row(method, relation, adjacency, acc):
+        return {"dataset": "mnist", "preset": "best", "model": "m", "method": method, "epsilon": 1.0, "seeds": 3,
+                "acc_mean": acc, "acc_std": 0.001, "relation_key": relation, "adjacency": adjacency, "guarantee": "true",
+                "verdict": "not refuted (ceiling 2.00)", "time_ratio_to_nonprivate": 0.2, "speed_source": "whole run"}
+
+    pate = row("pate", "add_remove", "add/remove or replace one example (either moves one teacher's vote per query)", 0.9)
+    dpsgd = row("dpsgd", "add_remove", "add/remove one example", 0.98)
+    board = pd.DataFrame([pate, dpsgd])
+    assert set(answer_table(board)["relation"]) == {"add/remove"}
+    zero = row("dpsgd [adjacency=zero_out]", "zero_out", "one example replaced by the null example", 0.85)
+    answer = answer_table(pd.DataFrame([pate, dpsgd, zero])).set_index("relation")
+    assert answer.loc["zero-out", "best sound method"] == "pate" and "dpsgd [adjacency=zero_out]" in answer.loc[
+        "zero-out", "next best"]
+    assert answer.loc["add/remove", "best sound method"] == "dpsgd"

@@ -173,3 +173,23 @@ def test_a_feature_map_that_does_not_fit_the_images_is_refused_before_any_store(
                                "--tracking-uri", f"sqlite:///{store}"])
     _assert_one_line(code, out, err, "model 'tanh_cnn' is not allowed for 8x8 images")
     assert not store.exists()
+
+
+def test_zero_out_for_the_fixed_feature_methods():
+    """dp_least_squares under zero-out: the null example's row is 0, so its sensitivities are add/remove's and its
+    claim hides input and label; feature_perturbation releases each example's label beside its noisy features, so
+    it cannot hide the label and refuses zero-out in one line."""
+    import pytest as _pytest
+
+    from inputdp.core.config import PrivacySpec
+    from inputdp.core.errors import ConfigError
+    from inputdp.methods.dp_least_squares import DPLeastSquares, sensitivities
+    from inputdp.methods.feature_perturbation import FeaturePerturbation
+
+    assert sensitivities(0.5, "zero_out") == sensitivities(0.5, "add_remove") == (0.25, 0.5)
+    m = DPLeastSquares(adjacency="zero_out")
+    m.calibrate(PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=10))
+    claim = m.claim()
+    assert claim.relation.key == "zero_out" and claim.protects == "inputs and labels"
+    with _pytest.raises(ConfigError, match="adjacency='zero_out' is not allowed for feature_perturbation"):
+        FeaturePerturbation(adjacency="zero_out")

@@ -47,7 +47,7 @@ import pandas as pd
 from scipy import optimize, stats
 
 from inputdp.core import names
-from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT
+from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT, ZERO_OUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import METHODS as METHOD_REGISTRY
@@ -122,7 +122,8 @@ def pld_epsilon(event, *, delta: float, relation: str, interval: float = PLD_INT
 
     if relation not in RELATIONS:
         raise ValueError(f"relation={relation!r} is not allowed: choose one of {', '.join(RELATIONS)}")
-    neighbouring = NeighboringRelation.REPLACE_ONE if relation == REPLACE_INPUT else NeighboringRelation.ADD_OR_REMOVE_ONE
+    neighbouring = {REPLACE_INPUT: NeighboringRelation.REPLACE_ONE,
+                    ZERO_OUT: NeighboringRelation.REPLACE_SPECIAL}.get(relation, NeighboringRelation.ADD_OR_REMOVE_ONE)
     accountant = PLDAccountant(neighbouring, value_discretization_interval=interval)
     accountant.compose(event)
     return float(accountant.get_epsilon(delta))
@@ -142,7 +143,7 @@ def allowed_noise(event, *, epsilon: float, delta: float, relation: str = ADD_RE
     key = (repr(event), float(epsilon), float(delta), relation)
     if key in _ALLOWED:
         return _ALLOWED[key]
-    gaussians = _gaussians(event) if relation == ADD_REMOVE else None
+    gaussians = _gaussians(event) if relation in (ADD_REMOVE, ZERO_OUT) else None  # zero-out: add/remove's pair
     if gaussians is not None:
         mu_unit = math.sqrt(sum(n / s**2 for s, n in gaussians))
         out = (mu_unit / gdp_mu(epsilon, delta), "exact composition of Gaussians (Dong, Roth & Su 2022)")

@@ -4,9 +4,9 @@ next best, so that a reader who knows their relation and budget reads one line.
 
 A row answers for a relation when its claim is under that relation, or under one whose theorem covers it: a claim
 about replacing one example (its input and its label: PATE's, "add/remove or replace one example") covers replacing
-its input alone. An add/remove claim at epsilon does not cover replace_input at the same epsilon (one replacement is
-two add/remove steps: 2 epsilon by group privacy), so it answers for add/remove alone (methods/THEORY.md,
-"Neighbouring relations")."""
+it by the null example (zero-out) and replacing its input alone. An add/remove claim at epsilon does not cover
+replace_input or zero-out at the same epsilon (each is two add/remove steps: 2 epsilon by group privacy), so it
+answers for add/remove alone (methods/THEORY.md, "Neighbouring relations")."""
 
 from __future__ import annotations
 
@@ -42,11 +42,11 @@ def relations_covered(row) -> list[str]:
             key = relation_named(adjacency).key
         except ValueError:
             key = ""
-    out = [key] if key in RELATION_VALUES else []
+    out = [key] if key in RELATION_VALUES else []  # the claim's own relation first
     if adjacency.startswith("add/remove") and ADD_REMOVE not in out:  # "add/remove or ...", logged before the key
         out.append(ADD_REMOVE)
-    if _REPLACES_AN_EXAMPLE in adjacency and REPLACE_INPUT not in out:
-        out.append(REPLACE_INPUT)
+    if _REPLACES_AN_EXAMPLE in adjacency:  # replacing an example by any other covers by the null one, or its input
+        out += [r for r in (ZERO_OUT, REPLACE_INPUT) if r not in out]
     return out
 
 
@@ -80,7 +80,9 @@ def answer_table(board: pd.DataFrame) -> pd.DataFrame:
     private = board[[math.isfinite(float(e)) for e in board["epsilon"]]]
     reference = board[[not math.isfinite(float(e)) for e in board["epsilon"]]]
     rows = []
-    keyed = [(r, rel) for _, r in private.iterrows() for rel in relations_covered(r)]
+    # a relation is answered for once some row claims it as its own; rows whose theorem covers it join it then
+    own = {relations_covered(r)[0] for _, r in private.iterrows() if relations_covered(r)}
+    keyed = [(r, rel) for _, r in private.iterrows() for rel in relations_covered(r) if rel in own]
     groups: dict[tuple, list] = {}
     for r, rel in keyed:
         groups.setdefault((str(r["dataset"]), rel, float(r["epsilon"])), []).append(r)
@@ -115,7 +117,8 @@ def plot_panels(private: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     refuted row is drawn among the sound ones and no add/remove row beside a replace_input one as if matched."""
     panels = []
     sound = private[[is_sound(r) for _, r in private.iterrows()]] if not private.empty else private
-    for rel, (short, text) in RELATION_LEGEND.items():
+    own = {relations_covered(r)[0] for _, r in private.iterrows() if relations_covered(r)}
+    for rel, (short, text) in ((k, v) for k, v in RELATION_LEGEND.items() if k in own):
         rows = sound[[rel in relations_covered(r) for _, r in sound.iterrows()]] if not sound.empty else sound
         if not rows.empty:
             panels.append((f"sound under {short} ({text.split(': ')[-1]})", rows))

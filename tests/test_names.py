@@ -87,6 +87,6 @@ def test_each_concept_is_defined_once():
     assert leaderboard.BLACK_BOX is audit.BLACK_BOX
     sources = [p for folder in ("benchmarks", "methods", "datasets", "reports") for p in (ROOT / folder).rglob("*.py")]
     defined = [p for p in sources if re.search(r"^BLACK_BOX\s*=", p.read_text(), re.M)]  # the project's, not .venv's
-    assert [p.relative_to(ROOT).as_posix() for p in defined] == ["benchmarks/audits/one_run.py"]
+    assert [p.relative_to(ROOT).as_posix() for p in defined] == ["benchmarks/audits/scores.py"]
     assert not METHODS.get(reference_method()).load().capabilities.private
     assert all("protects\"] == \"nothing\"" not in p.read_text() for p in (ROOT / "reports" / "leaderboard").glob("*.py"))

@@ -35,7 +35,8 @@ class FeaturePerturbation(Method):
         check_clip("clip", o["clip"])
         if o["adjacency"] != REPLACE_INPUT:
             raise ConfigError(f"adjacency={o['adjacency']!r} is not allowed for {self.name}: each example's noisy "
-                              "vector is released, so one example more is one vector more (membership shows); use "
+                              "vector is released beside its label, so one example more is one vector more "
+                              "(add/remove: membership shows) and its label is in the clear (zero-out hides it); use "
                               "adjacency=replace_input")
         ridge = o["ridge"]
         if isinstance(ridge, bool) or not isinstance(ridge, (int, float)) or not 0 <= ridge < float("inf"):

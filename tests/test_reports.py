@@ -627,17 +627,24 @@ def test_the_answer_covers_a_relation_once_a_row_claims_it():
     for it too, and an add/remove row never does (2 epsilon by group privacy)."""
     from inputdp.reports.leaderboard.answer import answer_table
 
-    def row(method, relation, adjacency, acc):
+    def row(method, relation, adjacency, acc, mechanism=""):
         return {"dataset": "mnist", "preset": "best", "model": "m", "method": method, "epsilon": 1.0, "seeds": 3,
                 "acc_mean": acc, "acc_std": 0.001, "relation_key": relation, "adjacency": adjacency, "guarantee": "true",
-                "verdict": "not refuted (ceiling 2.00)", "time_ratio_to_nonprivate": 0.2, "speed_source": "whole run"}
+                "verdict": "not refuted (ceiling 2.00)", "time_ratio_to_nonprivate": 0.2, "speed_source": "whole run",
+                "mechanism": mechanism}
 
     pate = row("pate", "add_remove", "add/remove or replace one example (either moves one teacher's vote per query)", 0.9)
-    dpsgd = row("dpsgd", "add_remove", "add/remove one example", 0.98)
-    board = pd.DataFrame([pate, dpsgd])
+    other = row("other", "add_remove", "add/remove one example", 0.99, "some_mechanism")
+    board = pd.DataFrame([pate, other])
     assert set(answer_table(board)["relation"]) == {"add/remove"}
-    zero = row("dpsgd [adjacency=zero_out]", "zero_out", "one example replaced by the null example", 0.85)
-    answer = answer_table(pd.DataFrame([pate, dpsgd, zero])).set_index("relation")
+    zero = row("dpsgd [adjacency=zero_out]", "zero_out", "one example replaced by the null example", 0.85,
+               "subsampled_gaussian")
+    answer = answer_table(pd.DataFrame([pate, other, zero])).set_index("relation")
+    # an add/remove claim of an unknown mechanism never answers for zero-out; PATE's covers it
     assert answer.loc["zero-out", "best sound method"] == "pate" and "dpsgd [adjacency=zero_out]" in answer.loc[
         "zero-out", "next best"]
-    assert answer.loc["add/remove", "best sound method"] == "dpsgd"
+    assert answer.loc["add/remove", "best sound method"] == "other"
+    # DP-SGD at add/remove: its pair is zero-out's, so its row answers for zero-out at the same epsilon
+    dpsgd = row("dpsgd", "add_remove", "add/remove one example", 0.98, "subsampled_gaussian")
+    answer = answer_table(pd.DataFrame([pate, other, zero, dpsgd])).set_index("relation")
+    assert answer.loc["zero-out", "best sound method"] == "dpsgd"

@@ -18,6 +18,10 @@ REPLACE_INPUT = "replace_input"
 #: dp_accounting's REPLACE_SPECIAL): n and every index public, the example's input and label hidden
 ZERO_OUT = "zero_out"
 RELATIONS = (ADD_REMOVE, REPLACE_INPUT, ZERO_OUT)
+#: the claims' mechanisms whose add/remove pair is zero-out's: the null example adds nothing and the output does not
+#: depend on n (DP-SGD's noised sum over a fixed divisor q n; the least-squares statistics), so an add/remove claim
+#: at epsilon is a zero-out claim at epsilon (THEORY.md, "Neighbouring relations")
+ADD_REMOVE_IS_ZERO_OUT = ("subsampled_gaussian", "gaussian_sufficient_statistics")
 RELATION_TEXT = {
     ADD_REMOVE: "add/remove one example",
     REPLACE_INPUT: "one input replaced, its label and membership public",

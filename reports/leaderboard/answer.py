@@ -4,9 +4,10 @@ next best, so that a reader who knows their relation and budget reads one line.
 
 A row answers for a relation when its claim is under that relation, or under one whose theorem covers it: a claim
 about replacing one example (its input and its label: PATE's, "add/remove or replace one example") covers replacing
-it by the null example (zero-out) and replacing its input alone. An add/remove claim at epsilon does not cover
-replace_input or zero-out at the same epsilon (each is two add/remove steps: 2 epsilon by group privacy), so it
-answers for add/remove alone (methods/THEORY.md, "Neighbouring relations")."""
+it by the null example (zero-out) and replacing its input alone. An add/remove claim at epsilon covers neither at
+the same epsilon in general (each is two add/remove steps: 2 epsilon by group privacy); it covers zero-out where its
+mechanism's add/remove pair is zero-out's (``ADD_REMOVE_IS_ZERO_OUT``: DP-SGD, the least-squares statistics;
+methods/THEORY.md, "Neighbouring relations")."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import math
 
 import pandas as pd
 
-from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES, REPLACE_INPUT, ZERO_OUT, relation_named
+from inputdp.core.claims import ADD_REMOVE, ADD_REMOVE_IS_ZERO_OUT, RELATION_VALUES, REPLACE_INPUT, ZERO_OUT, relation_named
 
 from .verdicts import SOUND, covers_model
 
@@ -47,6 +48,8 @@ def relations_covered(row) -> list[str]:
         out.append(ADD_REMOVE)
     if _REPLACES_AN_EXAMPLE in adjacency:  # replacing an example by any other covers by the null one, or its input
         out += [r for r in (ZERO_OUT, REPLACE_INPUT) if r not in out]
+    if ADD_REMOVE in out and ZERO_OUT not in out and str(row.get("mechanism", "") or "") in ADD_REMOVE_IS_ZERO_OUT:
+        out.append(ZERO_OUT)  # its add/remove pair is zero-out's: the same epsilon
     return out
 
 

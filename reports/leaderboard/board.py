@@ -112,6 +112,7 @@ def leaderboard(train: pd.DataFrame, audits: pd.DataFrame | None = None,
             "adjacency": g["adjacency"].iloc[0] if "adjacency" in g.columns else "",
             "relation_key": g["relation"].iloc[0] if "relation" in g.columns else "",
             "protects": g["protects"].iloc[0],
+            "mechanism": g["mechanism"].iloc[0] if "mechanism" in g.columns else "",
             "method_name": g["method_name"].iloc[0],
         })
         rows.append(row)

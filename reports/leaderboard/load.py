@@ -206,6 +206,7 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "vectors_lb": pd.to_numeric(_col(runs, f"metrics.{names.METRIC_VECTORS_EPSILON_LB}"), errors="coerce"),
         "paper_epsilon": pd.to_numeric(_col(runs, f"metrics.{names.METRIC_PAPER_EPSILON}"), errors="coerce"),
         "protects": _col(runs, f"tags.{names.TAG_PRIVACY_PROTECTS}"),
+        "mechanism": _col(runs, f"tags.{names.TAG_PRIVACY_MECHANISM}", "").fillna(""),
         "needs_public_data": _col(runs, f"tags.{names.TAG_PRIVACY_NEEDS_PUBLIC_DATA}"),
         "epsilon_lb": _col(runs, f"metrics.{names.METRIC_EPSILON_LB}"),
         "audit_of": _col(runs, f"tags.{names.TAG_AUDIT_OF}"),

@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -56,13 +57,13 @@ def test_two_sweeps_on_a_fresh_store_run_each_configuration_once(tmp_path):
 def test_a_stores_lock_lies_beside_its_database_not_in_the_temporary_folder(tmp_path, monkeypatch):
     temp = tmp_path / "tmp"
     temp.mkdir()
-    monkeypatch.setattr(tracking.tempfile, "tempdir", str(temp))
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
     db = tmp_path / "s.db"
     tracking.open_store(f"sqlite:///{db}", "e")
     assert (tmp_path / "s.db.lock").is_file()
     assert list(temp.glob("inputdp-store-*")) == []  # (MLflow leaves its own db_init_lock-* there: not ours)
     # a database in a folder it may not write beside (read-only reading): the lock falls back to the temporary folder
-    monkeypatch.setattr(tracking.os, "access", lambda path, mode: False)
+    monkeypatch.setattr(os, "access", lambda path, mode: False)
     fallback = tracking.lock_path(f"sqlite:///{db}")
     assert fallback.parent == temp and fallback.name.startswith("inputdp-store-")
 
@@ -128,7 +129,7 @@ def test_another_hosts_run_lives_by_its_heartbeat(tmp_path):
 
 @pytest.mark.slow
 def test_the_heartbeat_is_renewed_while_the_run_lives(tmp_path, monkeypatch):
-    monkeypatch.setattr(tracking, "HEARTBEAT_S", 0.2)
+    monkeypatch.setattr(tracking.uri, "HEARTBEAT_S", 0.2)
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     tracker = MLflowTracker(uri)
     assert tracker.claim("k4", "r").status == "claimed"

@@ -11,7 +11,8 @@ from inputdp.core import names
 
 ROOT = Path(__file__).resolve().parents[1]
 #: the modules that write runs (tags, params, metrics) or read them back from MLflow
-STORE_MODULES = ["benchmarks/harness.py", "benchmarks/tracking.py", "benchmarks/audits/one_run.py",
+STORE_MODULES = ["benchmarks/harness.py", "benchmarks/tracking/store.py", "benchmarks/tracking/tracker.py",
+                 "benchmarks/tracking/uri.py", "benchmarks/audits/one_run.py",
                  "benchmarks/audits/multi_run.py", "benchmarks/sweep.py", "benchmarks/executors.py",
                  "benchmarks/cli/run.py", "benchmarks/cli/audit.py", "methods/base.py", "methods/pate/method.py",
                  "reports/cli.py"]

@@ -1,0 +1,204 @@
+"""Opening a store (a file lock around a sqlite store's schema), its experiment, and its runs: keys, liveness, reaping."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import math
+import os
+import socket
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from mlflow.tracking import MlflowClient
+
+from inputdp.core import names
+from inputdp.core.errors import ConfigError, one_line
+
+from .uri import (
+    DEFAULT_EXPERIMENT,
+    STALE_AFTER_S,
+    UNFINISHED,
+    check_tracking_uri,
+    default_tracking_uri,
+    quiet_mlflow,
+    sqlite_path,
+)
+
+
+def lock_path(uri: str) -> Path | None:
+    """The lock file of a sqlite store: beside its database (removed with it, never piling up in the temporary
+    folder); in the temporary folder, named by the database's path, only when the database's folder is read-only."""
+    path = sqlite_path(uri)
+    if path is None:
+        return None
+    beside = path.with_name(path.name + ".lock")
+    if os.access(path.parent, os.W_OK):
+        return beside
+    digest = hashlib.sha1(str(path.resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"inputdp-store-{digest}.lock"
+
+
+
+@contextlib.contextmanager
+def _store_lock(uri: str):
+    """Hold an exclusive lock for a sqlite store (one lock file per database, see lock_path)."""
+    path = lock_path(uri)
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock (concurrent first use of a new store may then collide)
+        fcntl = None
+    if path is None or fcntl is None:
+        yield
+        return
+    with open(path, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+
+def client(tracking_uri: str | None = None):
+    """An MLflow client of the store (the default store when None)."""
+    quiet_mlflow()
+
+    return MlflowClient(tracking_uri=tracking_uri or default_tracking_uri())
+
+
+
+def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT, artifact_location: str | None = None) -> str:
+    """The experiment's id, made if missing (a concurrent maker's is used), tagged as model training so that the
+    MLflow UI opens it on its runs; a sqlite store's artifacts (the leaderboard table) go beside its database."""
+    exp = mlflow_client.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.tags.get(names.EXPERIMENT_KIND_TAG) is None:
+            mlflow_client.set_experiment_tag(exp.experiment_id, names.EXPERIMENT_KIND_TAG, names.EXPERIMENT_KIND)
+        return exp.experiment_id
+    try:
+        return mlflow_client.create_experiment(name, artifact_location=artifact_location,
+                                               tags={names.EXPERIMENT_KIND_TAG: names.EXPERIMENT_KIND})
+    except Exception:  # noqa: BLE001 - created meanwhile by another process
+        exp = mlflow_client.get_experiment_by_name(name)
+        if exp is None:
+            raise
+        return exp.experiment_id
+
+
+
+def open_store(tracking_uri: str | None, experiment: str = DEFAULT_EXPERIMENT, *, create: bool = True):
+    """(client, experiment id or None) with the store's schema in place. Every user of a store comes through here
+    (the CLI, sweeps on any executor, the leaderboard), so a URI MLflow could not use is refused here, in one line,
+    before MLflow retries it for minutes; ``create=False`` (reading) also needs the store to exist."""
+    uri = check_tracking_uri(tracking_uri or default_tracking_uri(), write=create, what="tracking URI")
+    try:
+        with _store_lock(uri):
+            c = client(uri)
+            if create:
+                path = sqlite_path(uri)
+                folder = "".join(ch if ch.isalnum() or ch in "._-" else "_" for ch in experiment)
+                artifacts = str(path.parent / "mlartifacts" / folder) if path is not None else None
+                return c, experiment_id(c, experiment, artifacts)
+            exp = c.get_experiment_by_name(experiment)
+            return c, (exp.experiment_id if exp is not None else None)
+    except ConfigError:
+        raise
+    except Exception as err:  # noqa: BLE001 - MLflow, SQLAlchemy and HTTP errors alike: the store is unusable
+        raise ConfigError(f"tracking store {uri!r} cannot be used: {one_line(err, 240)}") from None
+
+
+
+def _finite(metrics: dict[str, float]) -> dict[str, float]:
+    return {k: float(v) for k, v in metrics.items() if isinstance(v, (int, float)) and math.isfinite(v)}
+
+
+
+def _param_value(v: Any) -> str:
+    text = str(v)
+    return text if len(text) <= 500 else text[:497] + "..."
+
+
+
+def run_name(config) -> str:
+    """A training run's name in the UI: method-dataset-epsEPS-sSEED."""
+    return f"{config.method}-{config.dataset}-eps{config.privacy.epsilon:g}-s{config.seed}"
+
+
+
+def _here() -> dict[str, str]:
+    return {names.TAG_PID: str(os.getpid()), names.TAG_HOST: socket.gethostname()}
+
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # somebody else's process: it exists
+        return True
+    return True
+
+
+
+_LIVE_HERE: set[str] = set()  # owner tokens of the runs this process claims or runs (several threads may run sweeps)
+
+
+
+def is_alive(run, now: float | None = None) -> bool:
+    """Whether an unfinished run's process still lives: on this host, by its pid; anywhere, by its heartbeat."""
+    if run.info.status not in UNFINISHED:
+        return False
+    tags = run.data.tags
+    if tags.get(names.TAG_OWNER) in _LIVE_HERE:
+        return True
+    here = _here()
+    if tags.get(names.TAG_HOST) == here[names.TAG_HOST]:
+        pid = tags.get(names.TAG_PID, "")
+        if not pid.isdigit() or pid == here[names.TAG_PID] or not _pid_alive(int(pid)):
+            return False  # its process is gone, or it is this one's and nothing here renews it any more
+    try:
+        beat = float(tags.get(names.TAG_HEARTBEAT, ""))
+    except ValueError:
+        beat = (run.info.start_time or 0) / 1000.0
+    return ((now or time.time()) - beat) <= STALE_AFTER_S
+
+
+
+def runs_with_key(mlflow_client, exp_id: str, config_key: str) -> list:
+    """Every run of the experiment stored under a configuration key."""
+    return mlflow_client.search_runs([exp_id], filter_string=f"tags.{names.TAG_CONFIG_KEY} = '{config_key}'",
+                                     max_results=1000)
+
+
+
+def reap(mlflow_client, exp_id: str, runs: list, keep: str | None = None) -> tuple[list, int]:
+    """Mark the unfinished runs whose process is gone FAILED; (the runs still alive, how many were marked)."""
+    alive, marked = [], 0
+    for r in runs:
+        if r.info.status not in UNFINISHED or r.info.run_id == keep:
+            continue
+        if is_alive(r):
+            alive.append(r)
+            continue
+        try:
+            mlflow_client.set_terminated(r.info.run_id, status="FAILED")
+            mlflow_client.update_run(r.info.run_id, name=f"{r.info.run_name} [failed]")
+        except Exception:
+            if _withdrawn(mlflow_client, r.info.run_id):
+                continue  # a claim withdrawn (deleted) or ended since the list was read: nothing to mark
+            raise
+        marked += 1
+    return alive, marked
+
+
+
+def _withdrawn(mlflow_client, run_id: str) -> bool:
+    try:
+        info = mlflow_client.get_run(run_id).info
+    except Exception:
+        return True  # gone altogether
+    return info.lifecycle_stage == "deleted" or info.status not in UNFINISHED

@@ -18,7 +18,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import torch
-from mlflow.entities import Metric, Param
 
 from inputdp.core import names
 from inputdp.core.claims import NULL
@@ -35,7 +34,7 @@ from .harness import load_average
 from .performance.speed import measure
 from .resolve import ResolvedRun, check_feasible, resolve
 from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep
-from .tracking import MLflowTracker, open_store, parent_run, run_name, runs_with_key, span_parent
+from .tracking import MLflowTracker, log_finished_run, open_store, parent_run, run_name, runs_with_key, span_parent
 
 #: the entry-point group installed packages use to add studies
 ENTRY_POINT_GROUP = "inputdp.studies"
@@ -370,24 +369,19 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
                      warmup=max(1, part.speed_steps // 10), data_dir=data_dir,
                      perf=dataclasses.replace(perf, progress=False), memory_alone=True)
     load = load_average()
-    run = mlflow_client.create_run(exp, run_name=f"speed-{part.dataset}-{part.preset}", tags={
-        names.TAG_KIND: names.KIND_SPEED, names.TAG_CONFIG_KEY: key, names.TAG_PARENT_RUN: parent,
-        names.TAG_DATASET: part.dataset, names.TAG_PRESET: part.preset})
-    ts = int(time.time() * 1000)
-    metrics = []
+    metrics: dict[str, float] = {}
     for label, m in result.methods.items():
         for name, value in ((names.METRIC_SPEED_RATIO, m["ratio_to_reference"]), (names.METRIC_SPEED_P25, m["ratio_p25"]),
-                            (names.METRIC_SPEED_P75, m["ratio_p75"]), (names.METRIC_SPEED_STEP, m["median_step_s"])):
-            metrics.append(Metric(name.format(label), float(value), ts, 0))
-        metrics.append(Metric(names.METRIC_SPEED_MEMORY.format(label), float(m["peak_memory_mb"]), ts, 0))
+                            (names.METRIC_SPEED_P75, m["ratio_p75"]), (names.METRIC_SPEED_STEP, m["median_step_s"]),
+                            (names.METRIC_SPEED_MEMORY, m["peak_memory_mb"])):
+            metrics[name.format(label)] = float(value)
         if "alone_step_mb" in m:
-            metrics.append(Metric(names.METRIC_SPEED_STEP_MEMORY.format(label), float(m["alone_step_mb"]), ts, 0))
-    threads = torch.get_num_threads()
-    metrics += [Metric(names.METRIC_LOAD, load, ts, 0),
-                Metric(names.METRIC_CONTENDED, float(load > threads + 1.0), ts, 0)]
-    params = [Param(k, str(v)) for k, v in result.setup.items()] + [Param("seconds", f"{time.time() - t0:.1f}")]
-    mlflow_client.log_batch(run.info.run_id, metrics=metrics, params=params)
-    mlflow_client.set_terminated(run.info.run_id, status="FINISHED")
+            metrics[names.METRIC_SPEED_STEP_MEMORY.format(label)] = float(m["alone_step_mb"])
+    metrics.update({names.METRIC_LOAD: load, names.METRIC_CONTENDED: float(load > torch.get_num_threads() + 1.0)})
+    log_finished_run(tracking_uri, study.name, name=f"speed-{part.dataset}-{part.preset}", tags={
+        names.TAG_KIND: names.KIND_SPEED, names.TAG_CONFIG_KEY: key, names.TAG_PARENT_RUN: parent,
+        names.TAG_DATASET: part.dataset, names.TAG_PRESET: part.preset},
+        params={**result.setup, "seconds": f"{time.time() - t0:.1f}"}, metrics=metrics)
     return True
 
 

@@ -53,7 +53,7 @@ def cmd_report(args: argparse.Namespace) -> int:
 def log_on_study_run(runs, board, tracking_uri: str | None) -> str:
     """Log the leaderboard as an MLflow table (the UI's Artifacts, Evaluation) on the experiment's study run, where
     there is one; returns the table's artifact name, or ""."""
-    from inputdp.benchmarks.tracking import client
+    from inputdp.benchmarks.tracking import log_table
     from inputdp.core import names
 
     column = f"tags.{names.TAG_KIND}"
@@ -63,7 +63,7 @@ def log_on_study_run(runs, board, tracking_uri: str | None) -> str:
     if study.empty:
         return ""
     table = board.astype(object).where(board.notna(), None)
-    client(tracking_uri).log_table(study["run_id"].iloc[0], data=table, artifact_file=names.LEADERBOARD_TABLE)
+    log_table(tracking_uri, study["run_id"].iloc[0], table, names.LEADERBOARD_TABLE)
     return names.LEADERBOARD_TABLE
 
 

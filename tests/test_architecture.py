@@ -376,3 +376,23 @@ def test_the_perf_suite_finds_the_repository_root_as_the_tests_do():
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     assert module.ROOT == ROOT
+
+
+def test_only_the_tracker_writes_to_mlflow():
+    """One owner of the store: no module outside benchmarks/tracking/ calls an MLflow write (a run made, ended,
+    tagged, logged to or deleted; an experiment made or tagged), through a client or the fluent API."""
+    writes = re.compile(r"\.(create_run|log_batch|set_tag|delete_tag|log_table|set_terminated|log_metric|log_param|"
+                        r"log_dict|log_text|log_inputs|log_artifacts?|delete_run|update_run|create_experiment|"
+                        r"set_experiment_tag|start_run|end_run)\(")
+    found = []
+    for folder in ("benchmarks", "methods", "datasets", "reports"):
+        for path in (ROOT / folder).rglob("*.py"):
+            rel = path.relative_to(ROOT).as_posix()
+            if rel.startswith("benchmarks/tracking/"):
+                continue
+            for i, line in enumerate(path.read_text().splitlines(), 1):
+                if writes.search(line) and not line.lstrip().startswith("#"):
+                    found.append(f"{rel}:{i}: {line.strip()}")
+    assert found == []
+    tracker = (ROOT / "benchmarks" / "tracking" / "tracker.py").read_text()
+    assert writes.search(tracker)  # the check can fail: the tracker's own writes match it

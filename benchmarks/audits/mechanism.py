@@ -55,7 +55,7 @@ from inputdp.methods import create_method
 from inputdp.methods.accounting.one_release import gaussian_release_delta
 from inputdp.methods.base import AUDIT_THRESHOLDS, Method
 
-from ..tracking import open_store
+from ..tracking import log_finished_run, open_store
 from .fdp_bound import gdp_epsilon
 from .one_run import BETA
 
@@ -428,27 +428,22 @@ class MechanismStore:
     leaderboard joins it to the rows of the same method, (epsilon, delta, q, T) and neighbouring relation."""
 
     def __init__(self, tracking_uri: str | None, experiment: str):
-        self.client, self.experiment_id = open_store(tracking_uri, experiment)
+        open_store(tracking_uri, experiment)  # refused in one line, and made, before any audit runs
+        self.tracking_uri, self.experiment = tracking_uri, experiment
 
     def log(self, row: dict[str, Any], config) -> str:
         tags = {names.TAG_KIND: names.KIND_MECHANISM_AUDIT, names.TAG_METHOD: row["method"],
                 names.TAG_DATASET: row["dataset"], names.TAG_PRESET: row["preset"],
                 names.TAG_PRIVACY_ADJACENCY: row["adjacency"], names.TAG_MECHANISM_RELEASE: row["release"],
                 names.TAG_MECHANISM_VERDICT: row["verdict"]}
-        run = self.client.create_run(self.experiment_id, run_name=f"mechanism-audit {row['method']} "
-                                     f"eps={row['spec_epsilon']:g} x{row['noise_scale']:g}", tags=tags)
-        rid = run.info.run_id
-        for k, v in {names.PARAM_EPSILON: row["spec_epsilon"], names.PARAM_DELTA: row["delta"],
-                     names.PARAM_SAMPLING_RATE: row["sampling_rate"], names.PARAM_STEPS: row["steps"],
-                     names.PARAM_NOISE_SCALE: row["noise_scale"],
-                     names.PARAM_MECHANISM_TRIALS: row["trials_per_world"]}.items():
-            self.client.log_param(rid, k, str(v))
-        for k in ("noise_allowed", "mu_allowed", "mu_lb", "mu_ceiling", "epsilon_allowed", "epsilon_gaussian",
-                  "epsilon_free", "tightness"):
-            if math.isfinite(row[k]):
-                self.client.log_metric(rid, names.METRIC_MECHANISM.format(k), float(row[k]))
-        self.client.set_terminated(rid, "FINISHED")
-        return rid
+        params = {names.PARAM_EPSILON: row["spec_epsilon"], names.PARAM_DELTA: row["delta"],
+                  names.PARAM_SAMPLING_RATE: row["sampling_rate"], names.PARAM_STEPS: row["steps"],
+                  names.PARAM_NOISE_SCALE: row["noise_scale"], names.PARAM_MECHANISM_TRIALS: row["trials_per_world"]}
+        metrics = {names.METRIC_MECHANISM.format(k): float(row[k]) for k in (
+            "noise_allowed", "mu_allowed", "mu_lb", "mu_ceiling", "epsilon_allowed", "epsilon_gaussian", "epsilon_free",
+            "tightness")}
+        return log_finished_run(self.tracking_uri, self.experiment, tags=tags, params=params, metrics=metrics,
+                                name=f"mechanism-audit {row['method']} eps={row['spec_epsilon']:g} x{row['noise_scale']:g}")
 
 
 __all__ = ["MechanismAudit", "allowed_noise", "audit_mechanism", "audit_release", "bounds", "gdp_epsilon", "gdp_mu"]

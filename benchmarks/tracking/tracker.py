@@ -212,6 +212,12 @@ class MLflowTracker:
         self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, 0) for k, v in _finite(metrics).items()],
                               tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
+    @shield
+    def log_text(self, text: str, artifact_file: str) -> None:
+        """A text artifact on this run (an audit's tables: every canary's scores, its trade-off curve)."""
+        if self.run_id is not None:
+            self.client.log_text(self.run_id, text, artifact_file)
+
     def _log(self, metrics: dict[str, float], step: int) -> None:
         ts = int(time.time() * 1000)
         self.client.log_batch(self.run_id, metrics=[Metric(k, v, ts, step) for k, v in _finite(metrics).items()])
@@ -275,3 +281,23 @@ def span_parent(tracking_uri: str | None, experiment: str, parent_id: str) -> No
 def _holder(run) -> str:
     tags = run.data.tags
     return f"pid {tags.get(names.TAG_PID, '?')} on {tags.get(names.TAG_HOST, '?')}"
+
+
+def log_finished_run(tracking_uri: str | None, experiment: str, *, name: str, tags: dict[str, str],
+                     params: dict[str, Any] | None = None, metrics: dict[str, float] | None = None) -> str:
+    """One run made and ended FINISHED at once, with its tags, params and (finite) metrics: what a measurement that
+    is not a training run stores (a study's speed run, a mechanism audit). Returns its id."""
+    mlflow_client, exp = open_store(tracking_uri, experiment)
+    run = mlflow_client.create_run(exp, run_name=name, tags=tags)
+    ts = int(time.time() * 1000)
+    mlflow_client.log_batch(run.info.run_id, metrics=[Metric(k, v, ts, 0) for k, v in _finite(metrics or {}).items()],
+                            params=[Param(k, _param_value(v)) for k, v in (params or {}).items()])
+    mlflow_client.set_terminated(run.info.run_id, status="FINISHED")
+    return run.info.run_id
+
+
+def log_table(tracking_uri: str | None, run_id: str, table, artifact_file: str) -> None:
+    """A table (pandas) logged on a run as an MLflow table artifact (the UI's Artifacts and Evaluation views)."""
+    from .store import client
+
+    client(tracking_uri).log_table(run_id, data=table, artifact_file=artifact_file)

@@ -18,7 +18,19 @@ from inputdp.core import names
 from inputdp.core.errors import shield
 
 from . import uri as _uri
-from .store import _LIVE_HERE, _finite, _here, _param_value, _store_lock, is_alive, open_store, reap, run_name, runs_with_key
+from .store import (
+    _LIVE_HERE,
+    _finite,
+    _here,
+    _param_value,
+    _store_lock,
+    client,
+    is_alive,
+    open_store,
+    reap,
+    run_name,
+    runs_with_key,
+)
 from .uri import CLAIM_PATIENCE_S, DEFAULT_EXPERIMENT, check_tracking_uri, default_tracking_uri
 
 
@@ -298,6 +310,4 @@ def log_finished_run(tracking_uri: str | None, experiment: str, *, name: str, ta
 
 def log_table(tracking_uri: str | None, run_id: str, table, artifact_file: str) -> None:
     """A table (pandas) logged on a run as an MLflow table artifact (the UI's Artifacts and Evaluation views)."""
-    from .store import client
-
     client(tracking_uri).log_table(run_id, data=table, artifact_file=artifact_file)

@@ -100,7 +100,8 @@ def _print_ran(outcome, holdout: int | None, refuted: dict) -> None:
     for note in notes:
         print(f"note: {note}")
     if outcome.skipped:
-        print(f"({len(outcome.skipped)} of these were already FINISHED in the store and were not run again)")
+        print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store: their rows above are "
+              "the store's")
 
 
 def _refuted(tracking_uri: str | None, experiment: str) -> dict:

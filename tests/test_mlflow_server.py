@@ -83,3 +83,47 @@ def test_a_study_store_read_through_the_rest_api(tmp_path):
     # the smoke study's three audits of its one private row: random patterns, exclusive support, canary inputs
     assert len(audits) == 3 and all(a["info"]["run_name"].startswith(names.AUDIT_RUN_PREFIX) for a in audits)
     assert all(r["inputs"]["dataset_inputs"][0]["dataset"]["name"] == "synthetic" for r in training)
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_chromium() is None, reason="needs a headless Chromium (Debian: apt install chromium)")
+def test_the_runs_view_shows_the_key_metrics_as_columns_in_the_mlflow_ui(tmp_path, capsys):
+    """The link `bench run` prints opens MLflow's runs table (a real server, headless Chromium) on the training runs,
+    not folded under their sweep, with accuracy, epsilon spent and epoch time as columns; the experiment's page
+    without the view shows none of those columns (what the view adds)."""
+    import subprocess
+
+    from inputdp.benchmarks.cli import main
+
+    store = f"sqlite:///{tmp_path / 'view.db'}"
+    assert main(["run", "--methods", "nonprivate,dpsgd", "--dataset", "synthetic", "--preset", "smoke",
+                 "--tracking-uri", store, "--no-progress", "--device", "cpu"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("in MLflow: ")]
+    assert line.startswith(f"in MLflow: mlflow ui --backend-store-uri {store}, then http://127.0.0.1:5000/#/")
+    path = line.split("http://127.0.0.1:5000/", 1)[1]
+    server = start_mlflow_server(store, artifacts_dir=str(tmp_path / "art"), log_path=str(tmp_path / "server.log"))
+
+    def dom(url: str) -> str:
+        proc = subprocess.run([_chromium(), "--headless", "--no-sandbox", "--disable-gpu", "--window-size=1600,1000",
+                               "--virtual-time-budget=20000", "--dump-dom", url],
+                              capture_output=True, text=True, timeout=180)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        return proc.stdout
+
+    try:
+        viewed = dom(f"{server.uri}/{path}")
+        plain = dom(f"{server.uri}/{path.split('?', 1)[0]}")
+    finally:
+        server.stop()
+    # (the grid draws only the columns in sight: the parameters and tags further right are not in the DOM)
+    for column in ("final_test_accuracy", "final_epsilon_spent", "median_epoch_time_s"):
+        assert column in viewed, column
+        assert column not in plain, column
+    assert "dpsgd-synthetic-eps1-s0" in viewed and "nonprivate-synthetic-epsinf-s0" in viewed
+    assert "dpsgd-synthetic-eps1-s0" not in plain  # folded under the sweep's parent run there

@@ -41,7 +41,12 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the sweep is a parent run; its runs nest under it (the UI's runs table groups them)
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args), nest=True)
-    _print_ran(outcome, args.holdout, _refuted(args.tracking_uri, args.experiment))
+    from inputdp.benchmarks.tracking import default_tracking_uri, open_store, runs_view_url
+
+    client, exp = open_store(args.tracking_uri, args.experiment, create=False)
+    _print_ran(outcome, args.holdout, _refuted(client, exp) if exp is not None else {})
+    if exp is not None:  # the experiment's runs with the key metrics as columns (the view the store holds)
+        print(f"in MLflow: {runs_view_url(args.tracking_uri or default_tracking_uri(), exp)}")
     if outcome.elsewhere:
         print(f"left {len(outcome.elsewhere)} configuration(s) to the other process running them "
               f"({outcome.elsewhere[0].error}); re-run this command once it is done to see them here")
@@ -104,14 +109,10 @@ def _print_ran(outcome, holdout: int | None, refuted: dict) -> None:
               "the store's")
 
 
-def _refuted(tracking_uri: str | None, experiment: str) -> dict:
+def _refuted(client, exp: str) -> dict:
     """(match key, method, variant) -> the largest bound of a stored audit of that claim that exceeds its epsilon."""
-    from inputdp.benchmarks.tracking import open_store
     from inputdp.core.claims import ABSENT, RELATION_VALUES
 
-    client, exp = open_store(tracking_uri, experiment, create=False)
-    if exp is None:
-        return {}
     out: dict = {}
     for a in client.search_runs([exp], filter_string=f"tags.{names.TAG_KIND} = '{names.KIND_AUDIT}'", max_results=50000):
         t, m = a.data.tags, a.data.metrics

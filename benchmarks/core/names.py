@@ -41,6 +41,10 @@ LEADERBOARD_TABLE = "leaderboard.json"
 #: GenAI overview)
 EXPERIMENT_KIND_TAG = "mlflow.experimentKind"
 EXPERIMENT_KIND = "custom_model_development"
+#: the experiment's runs-table view (MLflow 3's shared view: an experiment tag ``mlflow.sharedViewState.KEY`` holding
+#: the table's state as JSON, opened by ``#/experiments/ID/runs?viewStateShareKey=KEY``): the key metrics as columns
+RUNS_VIEW_KEY = "inputdp"
+RUNS_VIEW_TAG = "mlflow.sharedViewState." + RUNS_VIEW_KEY
 TAG_AUDIT_OF = "audit_of_match_key"
 TAG_AUDIT_BEST_SCORE = "audit_best_score"
 TAG_CANARY_KIND = "canary_kind"

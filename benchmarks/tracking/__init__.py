@@ -14,7 +14,17 @@ One job per module: ``uri`` (checking a URI), ``store`` (opening a store, its ru
 (the callback, its claim, parent runs).
 """
 
-from .store import client, experiment_id, is_alive, lock_path, open_store, reap, run_name, runs_with_key
+from .store import (
+    client,
+    experiment_id,
+    is_alive,
+    lock_path,
+    open_store,
+    reap,
+    run_name,
+    runs_view_url,
+    runs_with_key,
+)
 from .tracker import Claim, MLflowTracker, describe, log_finished_run, log_table, parent_run, span_parent
 from .uri import (
                   ALLOWED,
@@ -33,5 +43,6 @@ from .uri import (
 
 __all__ = ["ALLOWED", "CLAIM_PATIENCE_S", "DEFAULT_EXPERIMENT", "HEARTBEAT_S", "SERVER_PROBE_S", "STALE_AFTER_S", "UNFINISHED",
            "Claim", "MLflowTracker", "check_sqlite_file", "check_tracking_uri", "client", "default_tracking_uri",
+           "runs_view_url",
            "describe", "experiment_id", "log_finished_run", "log_table", "is_alive", "lock_path", "open_store",
            "parent_run", "quiet_mlflow", "reap", "run_name", "runs_with_key", "span_parent", "sqlite_path"]

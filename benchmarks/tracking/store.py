@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import json
 import math
 import os
 import socket
@@ -73,19 +74,50 @@ def client(tracking_uri: str | None = None):
 def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT, artifact_location: str | None = None) -> str:
     """The experiment's id, made if missing (a concurrent maker's is used), tagged as model training so that the
     MLflow UI opens it on its runs; a sqlite store's artifacts (the leaderboard table) go beside its database."""
+    tags = {names.EXPERIMENT_KIND_TAG: names.EXPERIMENT_KIND, names.RUNS_VIEW_TAG: runs_view_state()}
     exp = mlflow_client.get_experiment_by_name(name)
     if exp is not None:
-        if exp.tags.get(names.EXPERIMENT_KIND_TAG) is None:
-            mlflow_client.set_experiment_tag(exp.experiment_id, names.EXPERIMENT_KIND_TAG, names.EXPERIMENT_KIND)
+        for key, value in tags.items():
+            if exp.tags.get(key) != value:
+                mlflow_client.set_experiment_tag(exp.experiment_id, key, value)
         return exp.experiment_id
     try:
-        return mlflow_client.create_experiment(name, artifact_location=artifact_location,
-                                               tags={names.EXPERIMENT_KIND_TAG: names.EXPERIMENT_KIND})
+        return mlflow_client.create_experiment(name, artifact_location=artifact_location, tags=tags)
     except Exception:  # noqa: BLE001 - created meanwhile by another process
         exp = mlflow_client.get_experiment_by_name(name)
         if exp is None:
             raise
         return exp.experiment_id
+
+
+#: the runs table's columns in the experiment's view (MLflow's column keys: ``TYPE.`NAME` ``)
+RUNS_VIEW_COLUMNS = (
+    ("tags", names.TAG_METHOD), ("tags", names.TAG_DATASET), ("tags", names.TAG_MODEL),
+    ("params", names.PARAM_EPSILON), ("tags", names.TAG_PRIVACY_ADJACENCY), ("tags", names.TAG_PRIVACY_GUARANTEE),
+    ("metrics", names.METRIC_FINAL_TEST_ACCURACY), ("metrics", names.METRIC_FINAL_EPSILON_SPENT),
+    ("metrics", names.METRIC_MEDIAN_EPOCH_TIME), ("metrics", names.METRIC_PEAK_MEMORY), ("tags", names.TAG_SEED),
+)
+
+
+def runs_view_state() -> str:
+    """The experiment's runs-table view as MLflow 3's UI reads a shared view: every finished training run (not the
+    sweep and study parents, which would fold them), most accurate first, the key metrics as columns. MLflow has no
+    server-side default for the table's columns; this view is opened by the link of ``runs_view_url``."""
+    return json.dumps({
+        "selectedColumns": [f"{kind}.`{key}`" for kind, key in RUNS_VIEW_COLUMNS],
+        "searchFilter": f"metrics.{names.METRIC_FINAL_TEST_ACCURACY} >= 0",
+        "orderByKey": f"metrics.`{names.METRIC_FINAL_TEST_ACCURACY}`",
+        "orderByAsc": False,
+    }, sort_keys=True)
+
+
+def runs_view_url(tracking_uri: str, experiment: str) -> str:
+    """Where a user sees the experiment's runs with the key metrics as columns: the link itself for a tracking server;
+    for a file store, the command that serves it and the link under its default address."""
+    path = f"#/experiments/{experiment}/runs?viewStateShareKey={names.RUNS_VIEW_KEY}"
+    if tracking_uri.startswith(("http://", "https://")):
+        return f"{tracking_uri.rstrip('/')}/{path}"
+    return f"mlflow ui --backend-store-uri {tracking_uri}, then http://127.0.0.1:5000/{path}"
 
 
 

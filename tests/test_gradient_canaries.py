@@ -238,3 +238,34 @@ def test_the_zero_out_design_keeps_every_canary_s_row_and_the_excluded_ones_add_
     z = torch.stack(out.trace.z_recorded).numpy()[:, excluded[:RECORD]]
     sigma = out.noise_multiplier_used
     assert abs(z.mean()) < 5 * sigma / math.sqrt(z.size) and abs(z.std() / sigma - 1) < 5 / math.sqrt(2 * z.size)
+
+
+@pytest.mark.slow
+def test_a_scatternet_model_gets_its_canary_rows_in_feature_space(tmp_path):
+    """A fixed frontend (ScatterNet) would map a canary row's mark away: the rows are appended to the frontend's
+    features, so DP-SGD's batches carry them as they are; every canary row is sampled at the run's rate and the
+    gradient recovered from the iterates is the one the optimizer applied."""
+    from .helpers import write_mnist
+
+    write_mnist(tmp_path, n_train=64, n_test=32)
+    root = tmp_path
+    data = load_tensor_data("mnist", data_dir=str(root))
+    cfg = smoke_config("dpsgd", data_dir=root, dataset="mnist", epsilon=4.0, steps=20, sampling_rate=0.2,
+                       model="scatter_linear", method_options={"dpsgd": {"adjacency": "replace_input"}})
+    applied: list = []
+
+    def before_step(optimizer, _args, _kwargs):
+        for group in optimizer.param_groups:
+            for p in group["params"]:
+                if p.shape == (1, 300):
+                    applied.append(p.grad[0, :100].double().clone())
+
+    hook = register_optimizer_step_pre_hook(before_step)
+    try:
+        out = gradient_canary_audit(resolve(cfg), canaries=300, perf=QUIET, data=data, record=100)
+    finally:
+        hook.remove()
+    assert out.steps == len(applied) == 20
+    assert abs(out.sampled.mean() / 20 - 0.2) < 0.03  # every canary is a row (replace: in or replaced), drawn at q
+    got = torch.stack(out.trace.z_recorded) * out.trace.hook.clip / out.trace.expected
+    torch.testing.assert_close(got, torch.stack(applied), rtol=0, atol=2e-6)

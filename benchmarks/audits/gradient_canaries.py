@@ -51,7 +51,7 @@ from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.datasets.facts import data_facts
 from inputdp.methods.fast_clipping import BookKeeping
 
-from ..harness import interrupted, params_and_tags, prepare, train
+from ..harness import interrupted, model_for, params_and_tags, prepare, train, with_frontend_features
 from ..resolve import NOT_RESOLVED, ResolvedRun
 from .one_run import ANALYSES, BETA, ScoreOutcome, audit_relation, bound_for_scores, check_no_holdout, epsilon_lower_bound
 
@@ -374,6 +374,9 @@ def gradient_canary_audit(resolved: ResolvedRun, *, canaries: int = 10_000, perf
     replaced = relation.excluded == REPLACED
     included = (torch.rand(canaries, generator=torch.Generator().manual_seed(30_000 + config.seed)) < 0.5)
     signs = torch.where(included, 1.0, -1.0 if replaced else 0.0)
+    # a model with a fixed frontend (ScatterNet) sees the frontend's features: the canary rows are appended to the
+    # features, so their mark reaches DP-SGD's batches as it is (the frontend would map it away)
+    data, _ = with_frontend_features(model_for(config, data.info, resolved.norm), data, augmented=False)
     train_data, row_canary = canary_training_set(data, signs, every=relation.excluded == NULL)
     p = prepare(resolved, perf, train_data)
     hook, claimed_sigma = _install(p, canaries, signs, noise_scale)
@@ -420,9 +423,10 @@ def _install(p, canaries: int, signs: torch.Tensor, noise_scale: float) -> tuple
         raise ConfigError(f"grad_sample_mode={getattr(method, 'mode', None)} is not allowed with {CANARY_KIND} "
                           "canaries: Opacus' ghost clipping forms no per-example gradients to put the canaries' "
                           "beside; use --option dpsgd.grad_sample_mode=hooks")
-    if getattr(p.model, "frontend", None) is not None or getattr(method.unwrap(p.model), "frontend", None) is not None:
-        raise ConfigError(f"model {p.config.model} is not allowed with {CANARY_KIND} canaries: its fixed frontend maps "
-                          "the canaries' marked rows before DP-SGD sees them")
+    frontend = getattr(method.unwrap(p.model), "frontend", None)
+    if frontend is not None and tuple(p.data.x_train.shape[1:]) != tuple(frontend.out_shape):
+        raise ConfigError(f"model {p.config.model} is not allowed with {CANARY_KIND} canaries here: its fixed frontend "
+                          "would map the canaries' marked rows before DP-SGD sees them (append them to its features)")
     hook = CanaryGradients(canaries, method.options["max_grad_norm"], signs, p.device, method.mode)
     inner = getattr(p.optimizer, "original_optimizer", p.optimizer)
     inner.add_param_group({"params": [hook.weight]})

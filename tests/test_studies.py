@@ -44,7 +44,19 @@ def test_the_published_studies_are_declared():
         assert seeds.pop("pate") == {0, 1} and all(s == {0, 1, 2} for s in seeds.values())
         assert "pate at 2 seeds" in STUDIES.get("mnist-best").note
         # own recipes are compared by their whole runs: no interleaved step at one batch
-        assert [part.speed_steps for part in STUDIES.get(name).parts] == [0, 0]
+        assert [part.speed_steps for part in STUDIES.get(name).parts] == [0, 0, 0, 0]
+        # the three relations side by side for DP-SGD and DP least squares (feature perturbation: replace_input only)
+        relations = {(r.config.method, r.claim.relation.key) for r in runs if r.config.privacy.is_private
+                     and r.config.method in ("dpsgd", "dp_least_squares", "feature_perturbation")}
+        assert relations == {(m, rel) for m in ("dpsgd", "dp_least_squares")
+                             for rel in ("add_remove", "zero_out", "replace_input")} | {
+            ("feature_perturbation", "replace_input")}
+        # the zero-out rows: audited by gradient canaries (DP-SGD) alone; input canaries cannot build the null example
+        zero = [r for r in runs if r.config.privacy.is_private and r.claim.relation.key == "zero_out"]
+        assert len(zero) == 2 * 2 * 3
+        plans = STUDIES.get(name).audits
+        assert {(r.config.method, p.canary_kind) for r in zero for p in plans if p.applies(r)} == {
+            ("dpsgd", "gradient_canaries")}
     # the interleaved step timing is the matched part's; DP-SGD at replace_input runs the same step as at add/remove
     assert [part.speed_steps for part in STUDIES.get("mnist-cpu").parts] == [50, 0]
 

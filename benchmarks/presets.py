@@ -9,6 +9,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -44,16 +45,36 @@ class DatasetSettings:
     method_options: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     #: method name -> run settings that differ for that method (any of METHOD_SETTINGS; explicit flags win)
     method_settings: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    #: method name -> ((epsilon, settings), ...): from that epsilon up, these settings replace the method's own (a
+    #: recipe published for one budget, e.g. Tramer & Boneh's at epsilon 3); the largest epsilon <= the run's wins
+    method_settings_from_epsilon: Mapping[str, tuple[tuple[float, Mapping[str, Any]], ...]] = field(
+        default_factory=dict)
 
     def __post_init__(self) -> None:
-        for method, own in self.method_settings.items():
+        every = [(f"method_settings[{m!r}]", own) for m, own in self.method_settings.items()]
+        every += [(f"method_settings_from_epsilon[{m!r}]", own) for m, steps in self.method_settings_from_epsilon.items()
+                  for _eps, own in steps]
+        for where, own in every:
             unknown = sorted(set(own) - set(METHOD_SETTINGS))
             if unknown:
-                raise ValueError(f"method_settings[{method!r}] has {unknown[0]!r}: allowed are {', '.join(METHOD_SETTINGS)}")
+                raise ValueError(f"{where} has {unknown[0]!r}: allowed are {', '.join(METHOD_SETTINGS)}")
+        object.__setattr__(self, "method_settings_from_epsilon", MappingProxyType(
+            {m: tuple(sorted((float(e), MappingProxyType(dict(own))) for e, own in steps))
+             for m, steps in self.method_settings_from_epsilon.items()}))
         # A preset is a constant: the nested mappings are copied and frozen, so two data sets that were given
         # the same dict share no state, and nobody can change a preset after it is made.
         for name in ("method_options", "method_settings"):
             object.__setattr__(self, name, _frozen(getattr(self, name)))
+
+
+    def own(self, method: str, epsilon: float) -> Mapping[str, Any]:
+        """The method's own settings in this preset at ``epsilon``: its settings, updated by the recipe of the
+        largest ``method_settings_from_epsilon`` threshold at or below epsilon."""
+        own = dict(self.method_settings.get(method, {}))
+        for threshold, settings in self.method_settings_from_epsilon.get(method, ()):
+            if epsilon >= threshold:
+                own = {**own, **settings}
+        return own
 
 
 def _frozen(nested: Mapping[str, Mapping[str, Any]]) -> Mapping[str, Mapping[str, Any]]:
@@ -110,13 +131,13 @@ def preset_options(preset: str, dataset: str, method: str) -> dict[str, Any]:
     return dict(found[1].method_options.get(method, {})) if found else {}
 
 
-def view_of(preset: str, dataset: str, method: str) -> tuple[str, int]:
-    """(the preset's view, how many configurations were tried for this method there: 1 unless the preset says);
-    ("matched", 1) for a name that is not a registered preset."""
+def view_of(preset: str, dataset: str, method: str, epsilon: float = math.inf) -> tuple[str, int]:
+    """(the preset's view, how many configurations were tried for this method there at ``epsilon``: 1 unless the
+    preset says); ("matched", 1) for a name that is not a registered preset."""
     found = _registered(preset, dataset)
     if found is None:
         return ("matched" if preset not in PRESETS.names() else PRESETS.get(preset).view), 1
-    return found[0].view, int(found[1].method_settings.get(method, {}).get("configs_tried", 1))
+    return found[0].view, int(found[1].own(method, epsilon).get("configs_tried", 1))
 
 
 _SMOKE = DatasetSettings(
@@ -210,10 +231,18 @@ _BEST_SCATTER_DPSGD = {"model": "scatter_linear", "norm": "group", "sampling_rat
                        "steps": 20 * round(1 / _SCATTER_Q), "lr": 8.0, "momentum": 0.9, "lr_warmup_steps": 0}
 
 
-def _best(dpsgd: dict) -> DatasetSettings:
+#: Tramer & Boneh's published Fashion-MNIST recipe (their README: batch 8192, lr 16, GroupNorm(27), C = 0.1, 50
+#: epochs at epsilon 3): 89.49% median of 3 seeds at epsilon 2.93 against the recipe above's 89.23, but 86.66 against
+#: 87.91 at epsilon 1 (reports/dpsgd-recipes), so it is the recipe from 2.93 up; choosing between the two counts
+_TB_FASHION_Q = 8192 / 60000
+_TB_FASHION = {**_BEST_SCATTER_DPSGD, "sampling_rate": _TB_FASHION_Q, "steps": 366, "lr": 16.0, "configs_tried": 4}
+
+
+def _best(dpsgd: dict, dpsgd_from_epsilon: tuple = ()) -> DatasetSettings:
     return DatasetSettings(
         model="small_cnn", sampling_rate=256 / 60000, steps=2340, lr=0.05, momentum=0.9, lr_warmup_steps=234,
         method_settings={**_BEST_COMMON, "dpsgd": dpsgd}, method_options=_BEST_OPTIONS,
+        method_settings_from_epsilon={"dpsgd": dpsgd_from_epsilon} if dpsgd_from_epsilon else {},
     )
 
 
@@ -239,7 +268,7 @@ PRESETS.register(Preset(
     time_per_run="0.2 to 21 minutes a run on 2 cores (MNIST; PATE the longest; reports/mnist-best)",
     minutes_per_run=(0.2, 21.0),
     per_dataset={"mnist": _best({**_BEST_SCATTER_DPSGD, "configs_tried": 4}),
-                 "fashionmnist": _best({**_BEST_SCATTER_DPSGD, "configs_tried": 3}),
+                 "fashionmnist": _best({**_BEST_SCATTER_DPSGD, "configs_tried": 4}, ((2.93, _TB_FASHION),)),
                  "cifar10": _BEST_CIFAR},
 ))
 

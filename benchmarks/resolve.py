@@ -118,7 +118,7 @@ def resolve(config: RunConfig, *, _calibration: tuple[Method, Calibration] | Non
     """Calibrate ``config`` once and gather what follows from it (a target the method cannot meet, or a held-out
     run it cannot take, is refused here, in one line, before any data are read or any store is opened)."""
     method, calibration = _calibration or _calibrated(config)
-    view, tried = view_of(config.preset, config.dataset, config.method)
+    view, tried = view_of(config.preset, config.dataset, config.method, config.privacy.epsilon)
     claim = method.claim()
     accounting = f"{claim.accountant}; {accounting_version()}" if math.isfinite(config.privacy.epsilon) else ""
     return ResolvedRun(config=config, calibration=calibration, claim=claim, view=view, configs_tried=tried,

@@ -85,7 +85,7 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
     METHODS.get(method)
     dataset = canonical_name(dataset)
     s = PRESETS.get(preset).settings(dataset)
-    own = s.method_settings.get(method, {})
+    own = s.own(method, epsilon)
 
     def pick(flag, name: str):  # an explicit flag, else the method's own setting in the preset, else the data set's
         return flag if flag is not None else own.get(name, getattr(s, name))

@@ -116,10 +116,17 @@ def test_best_preset_gives_each_method_its_own_recipe_and_says_so():
     assert dp.method_options["max_grad_norm"] == 0.1 and dp.lr_warmup_steps == 0
     assert (di.model, di.optimizer, di.privacy.sampling_rate, di.privacy.steps) == ("small_cnn", "adam", 512 / 60000, 2340)
     assert dp.match_key() != di.match_key()  # not matched: each at its own (q, T)
+    # Fashion-MNIST: Tramer & Boneh's published recipe from epsilon 2.93 up, the measured one below it
     fashion = build_config(method="dpsgd", dataset="fashionmnist", preset="best", epsilon=2.93, seed=0)
-    assert (fashion.model, fashion.privacy.steps) == ("scatter_linear", 300)
+    assert (fashion.model, fashion.norm, fashion.privacy.sampling_rate, fashion.privacy.steps, fashion.lr) == (
+        "scatter_linear", "group", 8192 / 60000, 366, 16.0)
+    low = build_config(method="dpsgd", dataset="fashionmnist", preset="best", epsilon=1.0, seed=0)
+    assert (low.privacy.sampling_rate, low.privacy.steps, low.lr) == (4096 / 60000, 300, 8.0)
+    high = build_config(method="dpsgd", dataset="fashionmnist", preset="best", epsilon=8.0, seed=0)
+    assert (high.privacy.steps, high.lr) == (366, 16.0)
     assert view_of("best", "mnist", "dpsgd") == ("own_best", 4)
-    assert view_of("best", "fashionmnist", "dpsgd") == ("own_best", 3)
+    assert view_of("best", "fashionmnist", "dpsgd", 1.0) == view_of("best", "fashionmnist", "dpsgd", 2.93) == (
+        "own_best", 4)  # the choice between the two recipes counts at both budgets
     assert view_of("best", "mnist", "dirichlet_softmax") == ("own_best", 7)
     assert view_of("cpu", "mnist", "dpsgd") == ("matched", 1)
     assert view_of("no-such-preset", "mnist", "dpsgd") == ("matched", 1)
@@ -136,6 +143,9 @@ def test_best_preset_gives_each_method_its_own_recipe_and_says_so():
     with pytest.raises(ValueError, match="method_settings"):
         DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
                         method_settings={"dpsgd": {"batch_size": 512}})
+    with pytest.raises(ValueError, match="method_settings_from_epsilon"):
+        DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
+                        method_settings_from_epsilon={"dpsgd": ((2.0, {"batch_size": 512}),)})
 
 
 def test_the_accountant_is_part_of_a_runs_configuration_and_key():

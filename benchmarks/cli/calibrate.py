@@ -77,8 +77,11 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
             accountants = [None] if "accountant" in options else ["pld"]
     rows, lines = [], []
     for dataset, s in settings.items():
-        own = s.method_settings.get(args.method, {})  # the method's own (q, T) where the preset gives it one
-        q, steps = own.get("sampling_rate", s.sampling_rate), own.get("steps", s.steps)
+        def q_and_steps(eps: float, s=s) -> tuple[float, int]:  # the method's own (q, T) where the preset gives one
+            own = s.own(args.method, eps)
+            return own.get("sampling_rate", s.sampling_rate), own.get("steps", s.steps)
+
+        budgets = {eps: q_and_steps(eps) for eps in epsilons}
         for accountant, relation in itertools.product(accountants, relations):
             chosen = {} if accountant is None else {"accountant": accountant}
             if relation is not None:
@@ -86,6 +89,7 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
             method = create_method(args.method, {**s.method_options.get(args.method, {}), **options, **chosen})
             cells = []
             for eps in epsilons:
+                q, steps = budgets[eps]
                 cal = method.calibrate(PrivacySpec(epsilon=eps, delta=args.delta or s.delta, sampling_rate=q,
                                                    steps=steps))
                 key = next(iter(cal.noise))
@@ -96,8 +100,13 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
                              **{k: v for k, v in cal.details.items() if k not in cal.noise},
                              "calibration_seconds": cal.seconds})
             label = cal.details.get("accountant", "") + (f", {relation}" if relation else "")
-            lines.append(f"| {dataset} | {q:.6g} | {steps} | {label} | "
-                         + " | ".join(f"{c:.4f}" for c in cells) + " |")
+            if len(set(budgets.values())) == 1:
+                q, steps = budgets[epsilons[0]]
+                lines.append(f"| {dataset} | {q:.6g} | {steps} | {label} | "
+                             + " | ".join(f"{c:.4f}" for c in cells) + " |")
+            else:  # a recipe of its own from some epsilon up: each cell names its (q, T)
+                lines.append(f"| {dataset} | by epsilon | by epsilon | {label} | " + " | ".join(
+                    f"{c:.4f} (q {budgets[e][0]:.6g}, T {budgets[e][1]})" for c, e in zip(cells, epsilons)) + " |")
     if args.json:
         print(json.dumps(rows))
     else:

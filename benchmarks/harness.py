@@ -295,7 +295,8 @@ def prepare(run: ResolvedRun, perf: PerfFlags | None = None, data: TensorData | 
     lr, lr_info = method.learning_rate(config.lr)
     optimizer = make_optimizer(config, model.parameters(), lr)
     setup = TrainingSetup(spec=config.privacy, train_size=data.train_size, num_classes=info.num_classes,
-                          device=device, grad_sample_mode=MODELS.get(config.model).grad_sample_mode, amp=perf.amp)
+                          device=device, grad_sample_mode=MODELS.get(config.model).grad_sample_mode, amp=perf.amp,
+                          x_train=data.x_train)
     if perf.channels_last:
         model = model.to(memory_format=torch.channels_last)
     check_speed_flags(config.method, perf)

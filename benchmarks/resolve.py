@@ -118,13 +118,29 @@ def resolve(config: RunConfig, *, _calibration: tuple[Method, Calibration] | Non
     """Calibrate ``config`` once and gather what follows from it (a target the method cannot meet, or a held-out
     run it cannot take, is refused here, in one line, before any data are read or any store is opened)."""
     method, calibration = _calibration or _calibrated(config)
+    norm = method.capabilities.default_norm if config.norm == "auto" else config.norm
+    _check_frozen_norm(config.method, norm, method)
     view, tried = view_of(config.preset, config.dataset, config.method, config.privacy.epsilon)
     claim = method.claim()
     accounting = f"{claim.accountant}; {accounting_version()}" if math.isfinite(config.privacy.epsilon) else ""
     return ResolvedRun(config=config, calibration=calibration, claim=claim, view=view, configs_tried=tried,
                        variant=method.variant(preset_options(config.preset, config.dataset, config.method)),
-                       norm=method.capabilities.default_norm if config.norm == "auto" else config.norm,
-                       accounting=accounting)
+                       norm=norm, accounting=accounting)
+
+
+def _check_frozen_norm(name: str, norm: str, method: Method) -> None:
+    """A frozen normalisation's statistics are read from the private data: only a method that releases them with
+    noise, and charges them (DP-SGD with norm_noise_multiplier > 0), may train one; such a release needs the model."""
+    supports = "norm_noise_multiplier" in method.option_defaults
+    charged = bool(supports and method.options["norm_noise_multiplier"])
+    if norm == "frozen" and not charged:
+        raise ConfigError(f"norm=frozen is not allowed for {name}" + (
+            " with norm_noise_multiplier=0: its statistics would be read from the private data without noise; give "
+            f"--option {name}.norm_noise_multiplier=8 (Tramer & Boneh)" if supports else
+            ": only dpsgd releases a frozen normalisation's statistics privately (norm_noise_multiplier > 0)"))
+    if charged and norm != "frozen":
+        raise ConfigError(f"norm_noise_multiplier is not allowed with norm={norm}: it would charge a release of "
+                          "statistics no model uses; give --norm frozen")
 
 
 def resolve_all(configs: Iterable[RunConfig]) -> list[ResolvedRun]:

@@ -105,6 +105,9 @@ class TrainingSetup:
     #: called with each step's released per-example vectors, for a method that releases them (the hidden-state
     #: audit); None, the default, costs nothing
     release_observer: Callable[[torch.Tensor], None] | None = None
+    #: the training inputs as the model reads them (a fixed frontend's features where it has one): what a method
+    #: that releases statistics of the data before its steps reads (DP-SGD's frozen normalisation); private data
+    x_train: torch.Tensor | None = None
 
 
 @dataclass(frozen=True, kw_only=True)

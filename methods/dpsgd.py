@@ -98,7 +98,12 @@ class DPSGD(SubsampledGaussianMethod):
     name = "dpsgd"
     option_defaults = {"max_grad_norm": 1.0, "accountant": "pld", "grad_sample_mode": "auto",
                        "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False,
-                       "micro_batch": 0, "secure_mode": False, "adjacency": ADD_REMOVE}
+                       "micro_batch": 0, "secure_mode": False, "adjacency": ADD_REMOVE,
+                       # private statistics of a frozen normalisation (norm=frozen; Tramer & Boneh's MNIST recipe):
+                       # the noise multiplier of their two Gaussian releases (0: none), and the clipping norms of each
+                       # example's per-channel mean and mean square, chosen on Fashion-MNIST's features (their medians:
+                       # public for MNIST; reports/dpsgd-recipes)
+                       "norm_noise_multiplier": 0.0, "norm_clip_mean": 0.43, "norm_clip_square": 0.61}
     capabilities = Capabilities(
         variant_options=("accountant", "adjacency", "augmult", "ema", "weight_standardisation", "max_grad_norm"),
         speed_variants=tuple({"grad_sample_mode": m} for m in GRAD_SAMPLE_MODES if m != "auto"),
@@ -130,6 +135,15 @@ class DPSGD(SubsampledGaussianMethod):
                               "add/remove theorem; use accountant=pld (dp_accounting's PLD under one input replaced)")
         self.relation = o["adjacency"]
         noise.check_secure_mode(o["secure_mode"])
+        for key in ("norm_noise_multiplier", "norm_clip_mean", "norm_clip_square"):
+            v = o[key]
+            if not (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 0
+                    and (v > 0 or key == "norm_noise_multiplier")):
+                raise ConfigError(f"{key}={v!r} is not allowed: give a finite number "
+                                  + (">= 0 (0: no private statistics)" if key == "norm_noise_multiplier" else "> 0"))
+        if o["norm_noise_multiplier"] and o["accountant"] != "pld":
+            raise ConfigError(f"norm_noise_multiplier={o['norm_noise_multiplier']:g} is not allowed with accountant="
+                              f"{o['accountant']}: the statistics' release is composed by accountant=pld only")
         if o["weight_standardisation"] and o["grad_sample_mode"] == "bk":
             raise ConfigError("weight_standardisation is not allowed with grad_sample_mode=bk: a standardised weight's "
                               "per-example gradient is not a product of the layer's input and output gradient; use "
@@ -154,11 +168,21 @@ class DPSGD(SubsampledGaussianMethod):
         #: with the real examples' in the same step
         self.gradient_canaries: Any = None
 
+    def releases(self) -> tuple[float, int]:
+        """The frozen normalisation's private statistics: two Gaussian releases (each example's clipped per-channel
+        mean, and mean square) of noise ``norm_noise_multiplier``, before the steps; none when it is 0."""
+        sigma = float(self.options["norm_noise_multiplier"])
+        return (sigma, 2) if sigma > 0 else (0.0, 0)
+
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
+        parameters = {"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]}
+        if self.releases()[1]:
+            parameters.update({k: self.options[k] for k in ("norm_noise_multiplier", "norm_clip_mean",
+                                                            "norm_clip_square")})
         return PrivacyClaim(
             mechanism="subsampled_gaussian", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
-            parameters={"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]},
+            parameters=parameters,
             epsilon=cal.epsilon, delta=spec.delta,
             protects=RELATION_VALUES[self.relation].protects,
             accountant=self.accountant_label(), adjacency=RELATION_TEXT[self.relation],
@@ -166,6 +190,14 @@ class DPSGD(SubsampledGaussianMethod):
         )
 
     def _scope(self) -> str:
+        scope = self._steps_scope()
+        if self.releases()[1]:
+            scope += ("; and, before the first step, the frozen normalisation's statistics: two Gaussian releases of "
+                      "the sums of each example's per-channel feature mean and mean square, each clipped to its norm "
+                      "(norm_clip_mean, norm_clip_square), composed with the steps by the same accountant")
+        return scope
+
+    def _steps_scope(self) -> str:
         if self.relation == ADD_REMOVE:
             return ("every iterate of the model parameters (each example's input and label, add/remove one example): "
                     "each step releases one noised sum of clipped gradients, so Poisson subsampling amplifies it")
@@ -185,6 +217,7 @@ class DPSGD(SubsampledGaussianMethod):
 
         spec, cal = self._need_calibration()
         o = self.options
+        self._set_statistics(model, setup)
         if not ModuleValidator.is_valid(model):  # BatchNorm -> GroupNorm: per-example gradients must exist
             model = ModuleValidator.fix(model)
             optimizer = type(optimizer)(model.parameters(), **optimizer.defaults)
@@ -226,6 +259,57 @@ class DPSGD(SubsampledGaussianMethod):
 
             self._criterion = DPLossFastGradientClipping(module, dp_optimizer, nn.CrossEntropyLoss(), "mean")
         return module, dp_optimizer
+
+    def _set_statistics(self, model: nn.Module, setup: TrainingSetup) -> None:
+        """The frozen normalisation's statistics, released privately (Tramer & Boneh's scatter_normalization with
+        public clipping norms): each example's per-channel mean m_i and mean square s_i of its features, clipped to
+        norms c_m and c_s; the sums plus N(0, (sigma_r c)^2) noise per channel, over n (public); the variance
+        E[s] - E[m]^2, floored at 0. Rows that are not finite (an audit's marked canary rows) are left out."""
+        # the models' frozen normalisation (benchmarks/models/scatternet.py, FrozenNorm): any module that takes
+        # its statistics by ``set_statistics(mean, var)``
+        frozen = [m for m in model.modules() if callable(getattr(m, "set_statistics", None))]
+        sigma_r = float(self.options["norm_noise_multiplier"])
+        if frozen and sigma_r <= 0:
+            raise ConfigError("norm=frozen is not allowed with dpsgd.norm_noise_multiplier=0: its statistics would be "
+                              "read from the private data without noise; give a noise multiplier (Tramer & Boneh: 8)")
+        if sigma_r > 0 and not frozen:
+            raise ConfigError(f"norm_noise_multiplier={sigma_r:g} is not allowed without norm=frozen: it would charge a "
+                              "release no model uses")
+        if not frozen:
+            return
+        if len(frozen) > 1 or setup.x_train is None:
+            raise ConfigError("norm=frozen needs one frozen normalisation and the training features at prepare")
+        features = self._frozen_input(model, setup.x_train)
+        flat = features.reshape(features.shape[0], -1)
+        features = features[torch.isfinite(flat).all(dim=1)]
+        n = features.shape[0]
+        per_mean = features.mean(dim=tuple(range(2, features.dim()))).double()
+        per_square = features.pow(2).mean(dim=tuple(range(2, features.dim()))).double()
+        generator = self._noise_generator(features.device)
+        secure = self.options["secure_mode"]
+
+        def released(rows: torch.Tensor, clip: float) -> torch.Tensor:
+            scale = (rows.norm(dim=1, keepdim=True) / clip).clamp_min(1.0)
+            total = (rows / scale).sum(dim=0)
+            if generator is None:
+                z = torch.randn(total.shape, dtype=torch.float64)
+            else:
+                z = noise.standard_normal(total.shape, generator, secure=secure, dtype=torch.float64)
+            return (total + z.to(total.device) * sigma_r * clip) / n
+
+        mean = released(per_mean, float(self.options["norm_clip_mean"]))
+        square = released(per_square, float(self.options["norm_clip_square"]))
+        frozen[0].set_statistics(mean.float(), (square - mean**2).float())
+
+    @staticmethod
+    def _frozen_input(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
+        """What the frozen normalisation sees: the training features (a fixed frontend's output; mapped here when
+        the harness handed images)."""
+        frontend = getattr(model, "frontend", None)
+        if frontend is not None and tuple(x.shape[1:]) == tuple(frontend.in_shape) != tuple(frontend.out_shape):
+            with torch.no_grad():
+                return torch.cat([frontend(x[i:i + 4096]) for i in range(0, x.shape[0], 4096)])
+        return x
 
     def _noise_generator(self, device: str | torch.device = "cpu") -> torch.Generator | None:
         """None (the run's seeded global stream) unless ``secure_mode``: then Opacus' floating-point-safe sampling

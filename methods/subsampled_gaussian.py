@@ -27,18 +27,20 @@ ACCOUNTANTS = ("pld", "rdp", "prv")
 
 @functools.lru_cache(maxsize=256)
 def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, steps: int, accountant: str,
-                         relation: str = ADD_REMOVE) -> float:
+                         relation: str = ADD_REMOVE, releases: tuple[float, int] = (0.0, 0)) -> float:
     """The smallest sigma meeting (epsilon, delta, q, T) under the named accountant, by the one calibration search.
 
     For ``rdp`` the accountant is the vectorised RDP of ``accounting.gaussian_rdp`` (equal to Opacus' RDP accountant,
     tested; about 50x faster); ``pld`` starts its search from RDP's sigma (accounting/pld.py); ``prv`` is Opacus'
     PRV accountant, evaluated at each point of the same search. ``relation`` ``replace_input`` is PLD's only; ``zero_out``
-    has add/remove's pair, so every accountant's answer is add/remove's.
+    has add/remove's pair, so every accountant's answer is add/remove's. ``releases`` (sigma_r, k): k unsubsampled
+    Gaussian releases composed before the steps (DP-SGD's private normalisation statistics), PLD's only.
     """
     if accountant == "pld":
         return gaussian_noise_multiplier_pld(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps,
-                                             relation=relation)
+                                             relation=relation, releases=releases)
     _add_remove_only(accountant, relation)
+    _pld_only(accountant, releases)
     if accountant == "rdp":
         return gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
 
@@ -60,14 +62,22 @@ def _add_remove_only(accountant: str, relation: str) -> None:
                           "theorem; use accountant=pld (dp_accounting's PLD under one input replaced)")
 
 
+def _pld_only(accountant: str, releases: tuple[float, int]) -> None:
+    if releases[1] > 0:
+        raise ConfigError(f"accountant={accountant} is not allowed with private normalisation statistics "
+                          "(norm_noise_multiplier > 0): their release is composed by accountant=pld only")
+
+
 def gaussian_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float, steps: int,
-                     accountant: str, relation: str = ADD_REMOVE) -> float:
+                     accountant: str, relation: str = ADD_REMOVE, releases: tuple[float, int] = (0.0, 0)) -> float:
     """Epsilon of T Poisson-subsampled Gaussian steps, from the named accountant (``pld``: dp_accounting's PLD;
-    ``rdp``: the suite's vectorised copy of Opacus' RDP; ``prv``: Opacus' PRV accountant)."""
+    ``rdp``: the suite's vectorised copy of Opacus' RDP; ``prv``: Opacus' PRV accountant), after ``releases``
+    (PLD's only; see noise_multiplier_for)."""
     if accountant == "pld":
         return gaussian_epsilon_pld(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
-                                    delta=delta, relation=relation)
+                                    delta=delta, relation=relation, releases=releases)
     _add_remove_only(accountant, relation)
+    _pld_only(accountant, releases)
     if accountant == "rdp":
         return gaussian_epsilon_rdp(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
                                     delta=delta)[0]
@@ -97,6 +107,10 @@ class SubsampledGaussianMethod(Method):
             raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose one of "
                               f"{', '.join(self.accountants)}")
 
+    def releases(self) -> tuple[float, int]:
+        """(sigma_r, k): the unsubsampled Gaussian releases the method makes before its steps (none by default)."""
+        return (0.0, 0)
+
     def accountant_label(self) -> str:
         """The accountant as a claim names it: which one, and for ``pld`` its library version and grid."""
         accountant = self.options["accountant"]
@@ -115,14 +129,18 @@ class SubsampledGaussianMethod(Method):
                               f"most {PLD_MAX_STEPS:,} steps; use --option {self.name}.accountant=rdp")
         try:
             sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                                         steps=spec.steps, accountant=accountant, relation=self.relation)
+                                         steps=spec.steps, accountant=accountant, relation=self.relation,
+                                         releases=self.releases())
         except InfeasibleTarget as err:
             raise ConfigError(f"{self.name}: {err}") from None
         eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                               steps=spec.steps, accountant=accountant, relation=self.relation)
+                               steps=spec.steps, accountant=accountant, relation=self.relation,
+                               releases=self.releases())
         details = {"accountant": accountant, self.clip_option: self.options[self.clip_option]}
         if self.relation != ADD_REMOVE:
             details["adjacency"] = self.relation
+        if self.releases()[1]:
+            details["releases"] = f"{self.releases()[1]} x Gaussian, noise multiplier {self.releases()[0]:g}"
         if accountant == "pld":
             detail = {ADD_REMOVE: PLD_DESCRIPTION, ZERO_OUT: PLD_DESCRIPTION_ZERO_OUT}.get(self.relation,
                                                                                      PLD_DESCRIPTION_REPLACE)
@@ -131,8 +149,9 @@ class SubsampledGaussianMethod(Method):
 
     def epsilon_spent(self, steps_done: int) -> float:
         spec, cal = self._need_calibration()
-        if steps_done <= 0:
+        if steps_done <= 0 and self.releases()[1] == 0:
             return 0.0
         return gaussian_epsilon(noise_multiplier=cal.noise["noise_multiplier"], delta=spec.delta,
-                                sampling_rate=spec.sampling_rate, steps=steps_done, accountant=self.options["accountant"],
-                                relation=self.relation)
+                                sampling_rate=spec.sampling_rate, steps=max(steps_done, 0),
+                                accountant=self.options["accountant"], relation=self.relation,
+                                releases=self.releases())

@@ -239,3 +239,107 @@ def test_micro_batch_changes_neither_the_claim_nor_the_recipe_and_is_refused_wit
             DPSGD(micro_batch=bad)
     with pytest.raises(ConfigError, match="ghost"):
         DPSGD(micro_batch=8, grad_sample_mode="ghost")
+
+
+# --- the frozen normalisation with private statistics (Tramer & Boneh's MNIST recipe) ------------------------------
+def _frozen_model() -> nn.Module:
+    from inputdp.benchmarks.models.scatternet import FrozenNorm
+
+    torch.manual_seed(0)
+    return nn.Sequential(FrozenNorm(4), nn.Flatten(), nn.Linear(4 * 3 * 3, 3))
+
+
+def _statistics_only(**options) -> DPSGD:
+    """A DP-SGD whose statistics release is looked at alone: born with a plain DP-SGD's calibration (a noise
+    multiplier of 1e-9 has no finite PLD to calibrate against)."""
+    return DPSGD.calibrated(SPEC, DPSGD().calibrate(SPEC), {"grad_sample_mode": "hooks", **options})
+
+
+def test_the_released_statistics_are_the_clipped_means_plus_their_noise():
+    """With clipping norms no example reaches and negligible noise, the frozen normalisation gets the features'
+    exact per-channel mean and variance (over examples and positions); with a small clipping norm, the mean of the
+    clipped per-example means; rows that are not finite (an audit's marked canary rows) are left out."""
+    torch.manual_seed(1)
+    x = torch.randn(500, 4, 3, 3) * torch.tensor([1.0, 2.0, 0.5, 3.0]).view(1, 4, 1, 1) + torch.tensor(
+        [0.5, -1.0, 2.0, 0.0]).view(1, 4, 1, 1)
+    marked = torch.cat([x, torch.full((7, 4, 3, 3), float("nan"))])
+    setup = TrainingSetup(spec=SPEC, train_size=507, num_classes=3, device="cpu", x_train=marked)
+    m = _statistics_only(norm_noise_multiplier=1e-9, norm_clip_mean=1e6, norm_clip_square=1e6)
+    model = _frozen_model()
+    m.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), setup)
+    norm = model[0]
+    torch.testing.assert_close(norm.mean, x.mean(dim=(0, 2, 3)), rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(norm.var, x.var(dim=(0, 2, 3), unbiased=False), rtol=1e-4, atol=1e-4)
+    # clipped: each example's 4-vector of channel means scaled to norm <= 0.1
+    m = _statistics_only(norm_noise_multiplier=1e-9, norm_clip_mean=0.1, norm_clip_square=1e6)
+    model = _frozen_model()
+    m.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), setup)
+    rows = x.mean(dim=(2, 3))
+    clipped = rows / (rows.norm(dim=1, keepdim=True) / 0.1).clamp_min(1)
+    torch.testing.assert_close(model[0].mean, clipped.mean(dim=0), rtol=1e-5, atol=1e-6)
+    # the noise: sigma_r * c / n per channel (seeded: the run's global stream)
+    m = _statistics_only(norm_noise_multiplier=8.0, norm_clip_mean=0.1, norm_clip_square=1e6)
+    model = _frozen_model()
+    torch.manual_seed(5)
+    m.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1), setup)
+    torch.manual_seed(5)
+    expected = clipped.sum(dim=0).double() + torch.randn(4, dtype=torch.float64) * 8.0 * 0.1
+    torch.testing.assert_close(model[0].mean, (expected / 500).float(), rtol=1e-5, atol=1e-7)
+
+
+def test_the_statistics_release_is_charged_by_the_composition_of_its_two_gaussians():
+    """Two Gaussian releases of noise sigma_r (sensitivity 1 each) are one Gaussian with mu = sqrt(2)/sigma_r: the
+    PLD's epsilon of the releases alone is at least the exact one (Balle & Wang's formula) and within its grid; with
+    the steps, the suite's PLD equals dp_accounting's PLD accountant composing the same events, the calibrated sigma
+    grows, and the ledger charges the releases from step 0."""
+    import math
+
+    import dp_accounting
+    from dp_accounting.pld import pld_privacy_accountant
+    from scipy import optimize, stats
+
+    from inputdp.methods.accounting.pld import gaussian_epsilon_pld
+
+    sigma_r, delta = 8.0, 1e-5
+    mu = math.sqrt(2) / sigma_r
+
+    def exact_delta(eps):
+        return stats.norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * stats.norm.cdf(-eps / mu - mu / 2)
+
+    exact = optimize.brentq(lambda e: exact_delta(e) - delta, 1e-6, 50)
+    alone = gaussian_epsilon_pld(noise_multiplier=1.0, sampling_rate=0.0, steps=0, delta=delta,
+                                 releases=(sigma_r, 2))
+    assert exact <= alone <= exact + 0.02
+    q, steps, sigma = 4096 / 60000, 700, 2.8
+    ours = gaussian_epsilon_pld(noise_multiplier=sigma, sampling_rate=q, steps=steps, delta=delta,
+                                releases=(sigma_r, 2))
+    acc = pld_privacy_accountant.PLDAccountant(value_discretization_interval=1e-3)
+    acc.compose(dp_accounting.GaussianDpEvent(sigma_r), 2)
+    acc.compose(dp_accounting.PoissonSampledDpEvent(q, dp_accounting.GaussianDpEvent(sigma)), steps)
+    assert ours == pytest.approx(acc.get_epsilon(delta), abs=5e-3)
+    plain, frozen = DPSGD(), DPSGD(norm_noise_multiplier=sigma_r)
+    spec = PrivacySpec(epsilon=2.93, delta=delta, sampling_rate=q, steps=steps)
+    s_plain = plain.calibrate(spec).noise["noise_multiplier"]
+    cal = frozen.calibrate(spec)
+    assert cal.noise["noise_multiplier"] > s_plain and cal.epsilon <= 2.93
+    assert frozen.epsilon_spent(0) == pytest.approx(alone) and plain.epsilon_spent(0) == 0.0
+    assert frozen.epsilon_spent(steps) == pytest.approx(cal.epsilon)
+    assert frozen.claim().parameters["norm_noise_multiplier"] == sigma_r
+    assert "frozen normalisation" in frozen.claim().scope
+
+
+@pytest.mark.parametrize(("method", "norm", "options", "word"), [
+    ("dpsgd", "frozen", {}, "norm_noise_multiplier=0"),
+    ("dpsgd", "group", {"norm_noise_multiplier": 8.0}, "norm=group"),
+    ("dirichlet_softmax", "frozen", {}, "only dpsgd"),
+    ("dpsgd", "frozen", {"norm_noise_multiplier": 8.0, "accountant": "rdp"}, "accountant=rdp"),
+    ("dpsgd", "frozen", {"norm_noise_multiplier": -1.0}, "norm_noise_multiplier=-1"),
+])
+def test_a_frozen_normalisation_is_refused_unless_its_statistics_are_charged(method, norm, options, word):
+    from inputdp.benchmarks.sweep import Overrides, build_config
+
+    cfg = build_config(method=method, dataset="mnist", preset="best", epsilon=2.93, seed=0,
+                       overrides=Overrides(norm=norm, method_options={method: options}))
+    with pytest.raises(ConfigError, match=word.replace("(", r"\(")) as err:
+        resolve(cfg)
+    assert "\n" not in str(err.value)

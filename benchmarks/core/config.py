@@ -24,7 +24,7 @@ OPTIMIZERS = ("sgd", "adam")
 MAX_STEPS = 10**10
 #: seeds must fit every generator that is seeded from them (torch takes 64 bits)
 MAX_SEED = 2**63 - 1
-NORMS = ("auto", "group", "batch", "none")
+NORMS = ("auto", "group", "batch", "frozen", "none")
 AMP_MODES = ("none", "bf16")
 
 

@@ -53,10 +53,35 @@ class ScatterFrontend(nn.Module):
         return out.reshape(x.shape[0], *self.out_shape)
 
 
+class FrozenNorm(nn.Module):
+    """Each channel standardised by fixed statistics (Tramer & Boneh's frozen BatchNorm): a mean and a variance per
+    channel, set once before training by the method (DP-SGD estimates them privately and charges their release:
+    ``DPSGD.set_statistics``); no parameter, so no gradient. Until they are set, the identity (mean 0, variance 1)."""
+
+    def __init__(self, channels: int, eps: float = 1e-5):
+        super().__init__()
+        self.eps = eps
+        self.register_buffer("mean", torch.zeros(channels))
+        self.register_buffer("var", torch.ones(channels))
+        self.statistics_set = False
+
+    def set_statistics(self, mean: torch.Tensor, var: torch.Tensor) -> None:
+        self.mean.copy_(mean)
+        self.var.copy_(var.clamp_min(0))
+        self.statistics_set = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        shape = (1, -1) + (1,) * (x.dim() - 2)
+        return (x - self.mean.view(shape)) / (self.var.view(shape) + self.eps).sqrt()
+
+
 def input_norm(kind: str, channels: int) -> nn.Module:
     """The normalisation of the features, without affine parameters (Tramèr & Boneh): "group" normalises each
     example over groups of 3 channels (27 groups of a grey image's 81), "batch" uses the batch's statistics
-    (non-private baselines only), "none" leaves the features as they are."""
+    (non-private baselines only), "frozen" fixed per-channel statistics set before training (DP-SGD: privately
+    estimated, charged), "none" leaves the features as they are."""
+    if kind == "frozen":
+        return FrozenNorm(channels)
     if kind == "group":
         groups = channels // 3 if channels % 3 == 0 else 1
         return nn.GroupNorm(groups, channels, affine=False)
@@ -64,7 +89,7 @@ def input_norm(kind: str, channels: int) -> nn.Module:
         return nn.BatchNorm2d(channels, affine=False)
     if kind == "none":
         return nn.Identity()
-    raise ValueError(f"norm={kind!r}: choose group, batch or none")
+    raise ValueError(f"norm={kind!r}: choose group, batch, frozen or none")
 
 
 class FrontendThen(nn.Module):

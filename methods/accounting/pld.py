@@ -61,24 +61,40 @@ def _neighbouring(relation: str):
 
 @functools.lru_cache(maxsize=1024)
 def gaussian_epsilon_pld(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
-                         interval: float = VALUE_INTERVAL, relation: str = ADD_REMOVE) -> float:
+                         interval: float = VALUE_INTERVAL, relation: str = ADD_REMOVE,
+                         releases: tuple[float, int] = (0.0, 0)) -> float:
     """An upper bound on epsilon at ``delta`` of T Poisson-subsampled Gaussian steps of noise ``noise_multiplier``
     (in units of the clipping norm C), from the pessimistic PLD on a grid of ``interval``: ``add_remove`` (one example
     added or removed, sensitivity C), ``zero_out`` (one example against the null example, whose contribution is 0: the
     same pair) or ``replace_input`` (one example's contribution replaced by another of norm <= C: mixtures
-    q N(-C) + (1-q) N(0) against q N(C) + (1-q) N(0), the difference 2C)."""
+    q N(-C) + (1-q) N(0) against q N(C) + (1-q) N(0), the difference 2C).
+
+    ``releases`` = (sigma_r, k): k Gaussian releases of a sum of per-example vectors clipped to norm c, each with
+    noise sigma_r c, made once on the whole data (unsubsampled) and composed with the steps; under the same relation
+    (the difference c, or 2c where one input is replaced). DP-SGD's privately estimated normalisation statistics."""
     from dp_accounting.pld import privacy_loss_distribution as pld
 
     neighbouring = _neighbouring(relation)
-    if steps <= 0 or sampling_rate <= 0:
+    release_sigma, count = float(releases[0]), int(releases[1])
+    total = None
+    if count > 0:
+        if release_sigma <= 0:
+            return math.inf
+        total = pld.from_gaussian_mechanism(standard_deviation=release_sigma, sensitivity=1.0,
+                                            pessimistic_estimate=True, value_discretization_interval=interval,
+                                            sampling_prob=1.0, use_connect_dots=True,
+                                            neighboring_relation=neighbouring).self_compose(count)
+    if steps > 0 and sampling_rate > 0:
+        if noise_multiplier <= 0:
+            return math.inf
+        one = pld.from_gaussian_mechanism(standard_deviation=float(noise_multiplier), sensitivity=1.0,
+                                          pessimistic_estimate=True, value_discretization_interval=interval,
+                                          sampling_prob=float(sampling_rate), use_connect_dots=True,
+                                          neighboring_relation=neighbouring).self_compose(int(steps))
+        total = one if total is None else total.compose(one)
+    if total is None:
         return 0.0
-    if noise_multiplier <= 0:
-        return math.inf
-    one = pld.from_gaussian_mechanism(standard_deviation=float(noise_multiplier), sensitivity=1.0,
-                                      pessimistic_estimate=True, value_discretization_interval=interval,
-                                      sampling_prob=float(sampling_rate), use_connect_dots=True,
-                                      neighboring_relation=neighbouring)
-    return float(one.self_compose(int(steps)).get_epsilon_for_delta(float(delta)))
+    return float(total.get_epsilon_for_delta(float(delta)))
 
 
 def discretisation_gap(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
@@ -91,13 +107,26 @@ def discretisation_gap(*, noise_multiplier: float, sampling_rate: float, steps: 
 
 
 def gaussian_noise_multiplier_pld(*, epsilon: float, delta: float, sampling_rate: float, steps: int,
-                                  relation: str = ADD_REMOVE) -> float:
-    """The smallest sigma (to ``SIGMA_RTOL``) whose PLD epsilon is at most ``epsilon``; always on the safe side."""
+                                  relation: str = ADD_REMOVE, releases: tuple[float, int] = (0.0, 0)) -> float:
+    """The smallest sigma (to ``SIGMA_RTOL``) whose PLD epsilon (with ``releases`` composed) is at most ``epsilon``;
+    always on the safe side."""
     _neighbouring(relation)
 
     def eps_of(sigma: float) -> float:
         return gaussian_epsilon_pld(noise_multiplier=sigma, sampling_rate=sampling_rate, steps=steps, delta=delta,
-                                    relation=relation)
+                                    relation=relation, releases=releases)
+
+    if releases[1] > 0:  # the releases take part of the budget: the steps need more noise than RDP's bracket says
+        alone = gaussian_epsilon_pld(noise_multiplier=1.0, sampling_rate=0.0, steps=0, delta=delta,
+                                     relation=relation, releases=releases)
+        what = (f"the subsampled Gaussian (pld, {relation}) at q={sampling_rate:g}, T={steps}, delta={delta:g} after "
+                f"{releases[1]} Gaussian release(s) of noise {releases[0]:g}")
+        if alone >= epsilon:
+            raise InfeasibleTarget(epsilon, alone, what)
+        return calibrate_parameter(eps_of, epsilon, low=MIN_SIGMA, high=MAX_SIGMA, increasing=False, what=what,
+                                   start=1.5 * gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta,
+                                                                            sampling_rate=sampling_rate, steps=steps),
+                                   xtol=1e-6, rtol=SIGMA_RTOL)
 
     what = f"the subsampled Gaussian (pld, {relation}) at q={sampling_rate:g}, T={steps}, delta={delta:g}"
     # RDP's sigma (add/remove) is safe for PLD's add/remove (never a larger epsilon at the same sigma), and PLD's lies

@@ -137,7 +137,7 @@ def _check_frozen_norm(name: str, norm: str, method: Method) -> None:
         raise ConfigError(f"norm=frozen is not allowed for {name}" + (
             " with norm_noise_multiplier=0: its statistics would be read from the private data without noise; give "
             f"--option {name}.norm_noise_multiplier=8 (Tramer & Boneh)" if supports else
-            ": only dpsgd releases a frozen normalisation's statistics privately (norm_noise_multiplier > 0)"))
+            ": no option of it releases a frozen normalisation's statistics with noise (norm_noise_multiplier)"))
     if charged and norm != "frozen":
         raise ConfigError(f"norm_noise_multiplier is not allowed with norm={norm}: it would charge a release of "
                           "statistics no model uses; give --norm frozen")

@@ -331,7 +331,7 @@ def test_the_statistics_release_is_charged_by_the_composition_of_its_two_gaussia
 @pytest.mark.parametrize(("method", "norm", "options", "word"), [
     ("dpsgd", "frozen", {}, "norm_noise_multiplier=0"),
     ("dpsgd", "group", {"norm_noise_multiplier": 8.0}, "norm=group"),
-    ("dirichlet_softmax", "frozen", {}, "only dpsgd"),
+    ("dirichlet_softmax", "frozen", {}, "no option of it"),
     ("dpsgd", "frozen", {"norm_noise_multiplier": 8.0, "accountant": "rdp"}, "accountant=rdp"),
     ("dpsgd", "frozen", {"norm_noise_multiplier": -1.0}, "norm_noise_multiplier=-1"),
 ])

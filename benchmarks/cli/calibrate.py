@@ -48,20 +48,11 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
     """The noise (r* or sigma) for every data set of a preset at each epsilon, as a Markdown table; one row per
     accountant the method offers (side by side), unless ``--option accountant=NAME`` picks one."""
     from inputdp.benchmarks.presets import PRESETS
-    from inputdp.benchmarks.sweep import parse_list
     from inputdp.core.config import PrivacySpec
     from inputdp.methods import METHODS, create_method
 
     preset = PRESETS.get(args.preset)
-    given = [f"--{n.replace('_', '-')}" for n in ("sampling_rate", "steps") if getattr(args, n) is not None]
-    if given:
-        raise ConfigError(f"{' and '.join(given)} is not allowed with --preset {args.preset}: the preset gives q and T "
-                          "per data set; leave out --preset for one calibration at your (q, T)")
-    if args.epsilon is not None and args.epsilons is not None:
-        raise ConfigError(f"--epsilon {args.epsilon:g} and --epsilons {args.epsilons!r} are not allowed together: "
-                          "give one")
-    epsilons = [args.epsilon] if args.epsilon is not None else parse_list(args.epsilons or "1,2,4,8", float,
-                                                                          "--epsilons")
+    epsilons = _table_epsilons(args)
     settings = dict(preset.per_dataset) or ({"(any data set)": preset.fallback} if preset.fallback else {})
     if not settings:
         raise ConfigError(f"--preset {args.preset!r} names no data set settings to calibrate at")
@@ -100,18 +91,36 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
                              **{k: v for k, v in cal.details.items() if k not in cal.noise},
                              "calibration_seconds": cal.seconds})
             label = cal.details.get("accountant", "") + (f", {relation}" if relation else "")
-            if len(set(budgets.values())) == 1:
-                q, steps = budgets[epsilons[0]]
-                lines.append(f"| {dataset} | {q:.6g} | {steps} | {label} | "
-                             + " | ".join(f"{c:.4f}" for c in cells) + " |")
-            else:  # a recipe of its own from some epsilon up: each cell names its (q, T)
-                lines.append(f"| {dataset} | by epsilon | by epsilon | {label} | " + " | ".join(
-                    f"{c:.4f} (q {budgets[e][0]:.6g}, T {budgets[e][1]})" for c, e in zip(cells, epsilons)) + " |")
+            lines.append(_table_line(dataset, label, cells, budgets, epsilons))
     if args.json:
         print(json.dumps(rows))
     else:
         _print_table(rows, lines, epsilons, key)
     return 0
+
+
+def _table_epsilons(args: argparse.Namespace) -> list[float]:
+    """The table's epsilons, the flags that do not go with a preset refused in one line."""
+    from inputdp.benchmarks.sweep import parse_list
+
+    given = [f"--{n.replace('_', '-')}" for n in ("sampling_rate", "steps") if getattr(args, n) is not None]
+    if given:
+        raise ConfigError(f"{' and '.join(given)} is not allowed with --preset {args.preset}: the preset gives q and T "
+                          "per data set; leave out --preset for one calibration at your (q, T)")
+    if args.epsilon is not None and args.epsilons is not None:
+        raise ConfigError(f"--epsilon {args.epsilon:g} and --epsilons {args.epsilons!r} are not allowed together: "
+                          "give one")
+    return [args.epsilon] if args.epsilon is not None else parse_list(args.epsilons or "1,2,4,8", float, "--epsilons")
+
+
+def _table_line(dataset: str, label: str, cells: list[float], budgets: dict, epsilons: list[float]) -> str:
+    """One data set's row: its (q, T) and a noise per epsilon; where a recipe of its own starts at some epsilon, each
+    cell names its (q, T)."""
+    if len(set(budgets.values())) == 1:
+        q, steps = budgets[epsilons[0]]
+        return f"| {dataset} | {q:.6g} | {steps} | {label} | " + " | ".join(f"{c:.4f}" for c in cells) + " |"
+    return f"| {dataset} | by epsilon | by epsilon | {label} | " + " | ".join(
+        f"{c:.4f} (q {budgets[e][0]:.6g}, T {budgets[e][1]})" for c, e in zip(cells, epsilons)) + " |"
 
 
 def _print_table(rows: list[dict[str, Any]], lines: list[str], epsilons: list[float], key: str) -> None:

@@ -45,7 +45,8 @@ def cmd_run(args: argparse.Namespace) -> int:
 
     client, exp = open_store(args.tracking_uri, args.experiment, create=False)
     _print_ran(outcome, args.holdout, _refuted(client, exp) if exp is not None else {})
-    if exp is not None:  # the experiment's runs with the key metrics as columns (the view the store holds)
+    if exp is not None and any(r.metrics for r in (*outcome.ran, *outcome.skipped)):
+        # the experiment's runs with the key metrics as columns (the view the store holds)
         print(f"in MLflow: {runs_view_url(args.tracking_uri or default_tracking_uri(), exp)}")
     if outcome.elsewhere:
         print(f"left {len(outcome.elsewhere)} configuration(s) to the other process running them "

@@ -95,7 +95,8 @@ def add_run_flags(p: argparse.ArgumentParser) -> None:
     p.add_argument("--delta", type=float, help="the target delta (default: the preset's, 1e-5 on the "
                    "built-in data sets; below 1/n)")
     p.add_argument("--model", help="override the preset's model (bench list: small_cnn, mlp, scatter_linear, ...)")
-    p.add_argument("--norm", help="auto | group | batch | none")
+    p.add_argument("--norm", help="auto | group | batch | frozen (DP-SGD with --option dpsgd.norm_noise_multiplier: "
+                   "statistics released privately) | none")
     p.add_argument("--holdout", type=int, help="train without this many training examples (a fixed draw) and "
                    "evaluate on them instead of the test split: to choose a recipe without the test set")
     p.add_argument("--option", action="append", metavar="[METHOD.]NAME=VALUE", help="a method option")

@@ -648,3 +648,19 @@ def test_the_answer_covers_a_relation_once_a_row_claims_it():
     dpsgd = row("dpsgd", "add_remove", "add/remove one example", 0.98, "subsampled_gaussian")
     answer = answer_table(pd.DataFrame([pate, other, zero, dpsgd])).set_index("relation")
     assert answer.loc["zero-out", "best sound method"] == "dpsgd"
+
+
+def test_a_recipe_of_the_preset_s_own_at_an_epsilon_keeps_its_row_and_another_norm_gets_its_own():
+    """A preset's recipe from an epsilon up (Fashion-MNIST's DP-SGD: lr 16 from 2.93) is the preset's own there: no
+    suffix, so the eps 1 and 2.93 runs share one row; a run with the same lr at 2.93 as eps 1's, or with another
+    normalisation, names what differs (two recipes never share a row)."""
+    from inputdp.core import names
+    from inputdp.reports.leaderboard.load import _recipe_suffix
+
+    def run(eps: float, lr: float, norm: str = "group") -> dict:
+        return {f"tags.{names.TAG_METHOD}": "dpsgd", f"tags.{names.TAG_DATASET}": "fashionmnist",
+                f"tags.{names.TAG_PRESET}": "best", f"params.{names.PARAM_EPSILON}": str(eps), "params.optimizer": "sgd",
+                "params.lr": str(lr), "params.momentum": "0.9", "params.norm": norm}
+
+    runs = pd.DataFrame([run(1.0, 8.0), run(2.93, 16.0), run(2.93, 8.0), run(1.0, 8.0, "frozen")])
+    assert list(_recipe_suffix(runs)) == ["", "", "lr=8.0", "norm=frozen"]

@@ -71,15 +71,17 @@ def _method_label(method: pd.Series, precision: pd.Series, variant: pd.Series | 
 
 
 #: run settings that change a recipe without being a method option (``bench run --optimizer/--lr/--momentum``)
-RECIPE_SETTINGS = ("optimizer", "lr", "momentum")
+RECIPE_SETTINGS = ("optimizer", "lr", "momentum", "norm")
 
 
 
-def _preset_recipe(method: str, dataset: str, preset: str) -> dict[str, str] | None:
-    """The preset's own optimizer, lr, momentum and lr_rule for this method, as logged (strings); None if unknown."""
+def _preset_recipe(method: str, dataset: str, preset: str, epsilon: float = 1.0) -> dict[str, str] | None:
+    """The preset's own optimizer, lr, momentum, normalisation and lr_rule for this method at this epsilon (a preset
+    may give a recipe of its own from some epsilon up), as logged (strings); None if unknown."""
 
     try:
-        c = build_config(method=method, dataset=dataset, preset=preset, epsilon=1.0, seed=0)
+        c = build_config(method=method, dataset=dataset, preset=preset,
+                         epsilon=epsilon if math.isfinite(epsilon) else 1.0, seed=0)
     except Exception:  # a preset, data set or method this checkout does not know: no baseline to compare with
         return None
     return {**{k: str(getattr(c, k)) for k in RECIPE_SETTINGS},
@@ -92,15 +94,16 @@ def _recipe_suffix(runs: pd.DataFrame) -> pd.Series:
     method, and "lr_rule=kappa" where its lr_rule does and its variant tag does not say so (runs logged before
     lr_rule was a variant option), so that two recipes never share a leaderboard row."""
     method, dataset, preset = (_col(runs, f"tags.{t}") for t in (names.TAG_METHOD, names.TAG_DATASET, names.TAG_PRESET))
+    epsilon = pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce").fillna(1.0)
     lr_rule = _col(runs, f"params.{names.PARAM_METHOD_OPTIONS}lr_rule")
     variant = _col(runs, f"tags.{names.TAG_VARIANT}", "").fillna("").astype(str)
     settings = {k: _col(runs, f"params.{k}") for k in RECIPE_SETTINGS}
     baselines: dict[tuple, dict[str, str] | None] = {}
     out = []
     for i in runs.index:
-        key = (method[i], dataset[i], preset[i])
+        key = (method[i], dataset[i], preset[i], float(epsilon[i]))
         if key not in baselines:
-            baselines[key] = _preset_recipe(*map(str, key))
+            baselines[key] = _preset_recipe(*map(str, key[:3]), key[3])
         base, parts = baselines[key], []
         if base is None:
             out.append("")

@@ -180,8 +180,9 @@ class Method(ABC):
         """Choose the noise for ``spec`` and remember it (with the spec); returns the calibration.
 
         The search itself is :meth:`noise_for`, which must not change the method: calibrating twice, or for
-        another spec, gives what one call on a fresh instance gives. The harness never calls this (see
-        :meth:`calibrated`).
+        another spec, gives what one call on a fresh instance gives. The one path every calibration takes (a run's
+        resolution, ``bench calibrate``, the audits); a method given a calibration found elsewhere is made by
+        :meth:`calibrated`.
         """
         t0 = time.perf_counter()
         calibration = replace(self.noise_for(spec), seconds=time.perf_counter() - t0)

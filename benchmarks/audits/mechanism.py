@@ -290,10 +290,10 @@ def _calibrated(method: str, spec: PrivacySpec, options: dict[str, Any], noise_s
     """The method calibrated for ``spec``, then given ``noise_scale`` times its noise (the claim kept)."""
     m = create_method(method, options)
     cal = m.calibrate(spec)
-    if noise_scale != 1.0:
+    if noise_scale != 1.0:  # a method born with the scaled noise, as the harness gets one (Method.calibrated)
         noise = {k: v * noise_scale for k, v in cal.noise.items()}
         details = {k: (v * noise_scale if k.startswith("noise_multiplier") else v) for k, v in cal.details.items()}
-        m.calibration = replace(cal, noise=noise, details=details)
+        m = type(m).calibrated(spec, replace(cal, noise=noise, details=details), options)
     return m, cal
 
 

@@ -184,8 +184,14 @@ class Method(ABC):
         resolution, ``bench calibrate``, the audits); a method given a calibration found elsewhere is made by
         :meth:`calibrated`.
         """
+        from .accounting.calibration import InfeasibleTarget
+
         t0 = time.perf_counter()
-        calibration = replace(self.noise_for(spec), seconds=time.perf_counter() - t0)
+        try:
+            found = self.noise_for(spec)
+        except InfeasibleTarget as err:  # a target no noise meets: one line, whichever method forgot to say so
+            raise ConfigError(f"{self.name}: {err}") from None
+        calibration = replace(found, seconds=time.perf_counter() - t0)
         self.spec, self.calibration = spec, calibration
         return calibration
 

@@ -133,3 +133,22 @@ def test_out_of_range_targets_are_refused_quickly(name, epsilon, side):
         peak = tracemalloc.get_traced_memory()[1]
         tracemalloc.stop()
     assert time.perf_counter() - t0 < 2.0 and peak < 500 * 2**20
+
+
+def test_a_target_no_noise_meets_is_one_line_whichever_method_forgets_to_say_so():
+    """A plug-in's noise_for that lets the calibration search's InfeasibleTarget through is refused in one line,
+    named by the method, by the one calibration path (Method.calibrate: runs, bench calibrate, the audits)."""
+    from inputdp.core.config import PrivacySpec
+    from inputdp.core.errors import ConfigError
+    from inputdp.methods.accounting.calibration import InfeasibleTarget
+    from inputdp.methods.dpsgd import DPSGD
+
+    class Forgetful(DPSGD):
+        name = "forgetful"
+
+        def noise_for(self, spec):
+            raise InfeasibleTarget(spec.epsilon, 2.5, "a toy mechanism")
+
+    with pytest.raises(ConfigError, match=r"^forgetful: epsilon=1 is infeasible for a toy mechanism") as err:
+        Forgetful().calibrate(PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=10))
+    assert "\n" not in str(err.value)

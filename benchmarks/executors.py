@@ -27,13 +27,16 @@ from typing import Any
 import torch
 from tqdm.auto import tqdm
 
-from inputdp.core.config import PerfFlags, RunConfig
+from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError, one_line
 
 from .tracking import default_tracking_uri
 
-RunOne = Callable[[RunConfig], Any]
-Lost = Callable[[RunConfig, str], Any]
+#: what the sweep hands an executor: a resolved run (``inputdp.benchmarks.resolve.ResolvedRun``), which the executor
+#: only passes on, to ``run_one`` and, where its worker was lost, to ``lost``
+Run = Any
+RunOne = Callable[[Run], Any]
+Lost = Callable[[Run, str], Any]
 
 EXECUTORS = ("local", "ray", "submitit")
 
@@ -57,7 +60,7 @@ class LocalExecutor:
     def check_tracking_uri(self, uri: str | None) -> None:
         return None
 
-    def map(self, configs: Sequence[RunConfig], *, run_one: RunOne, lost: Lost, perf: PerfFlags) -> Iterator[Any]:
+    def map(self, configs: Sequence[Run], *, run_one: RunOne, lost: Lost, perf: PerfFlags) -> Iterator[Any]:
         if self.workers > 1 and len(configs) > 1:
             yield from self._parallel(configs, run_one, lost, perf)
             return
@@ -117,7 +120,7 @@ def spawned_call(fn: Callable[..., Any], *args: Any) -> Any:
     return result
 
 
-def _result_or_failure(get, config: RunConfig, lost: Lost):
+def _result_or_failure(get, config: Run, lost: Lost):
     """A remote run's summary, or, if its worker died, what ``lost`` makes of it (the sweep goes on)."""
     try:
         return get()
@@ -137,7 +140,7 @@ class _Distributed:
             )
 
 
-def _worker_entry(run_one: RunOne, config: RunConfig, threads: int):
+def _worker_entry(run_one: RunOne, config: Run, threads: int):
     if threads:
         torch.set_num_threads(threads)
     return run_one(config)

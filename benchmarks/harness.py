@@ -256,17 +256,17 @@ def with_frontend_features(model: nn.Module, data: TensorData, *, augmented: boo
     return dataclasses.replace(data, x_train=x_train, x_test=x_test), time.perf_counter() - t0
 
 
-def prepare(run: ResolvedRun, perf: PerfFlags | None = None, data: TensorData | None = None, *,
+def prepare(resolved: ResolvedRun, perf: PerfFlags | None = None, data: TensorData | None = None, *,
             keep_initial: bool = False) -> Prepared:
-    """Data, model, optimizer and method of a run, ready for its first step. ``run`` was resolved once, above the
-    harness (its calibration, and the data's fingerprint where a sweep or audit checked them)."""
+    """Data, model, optimizer and method of a run, ready for its first step. ``resolved`` was resolved once, above
+    the harness (its calibration, and the data's fingerprint where a sweep or audit checked them)."""
     perf = perf or PerfFlags()
     device = perf.resolve_device()
     if perf.threads:
         torch.set_num_threads(perf.threads)
-    if not isinstance(run, ResolvedRun):
-        raise TypeError(NOT_RESOLVED.format(where="the harness", got=type(run).__name__))
-    r = run
+    if not isinstance(resolved, ResolvedRun):
+        raise TypeError(NOT_RESOLVED.format(where="the harness", got=type(resolved).__name__))
+    r = resolved
     config = r.config
     seed_everything(config.seed)
     method = r.method()
@@ -364,7 +364,7 @@ class NullCallback:
 
 
 def run(
-    config: ResolvedRun,
+    resolved: ResolvedRun,
     perf: PerfFlags | None = None,
     callback: RunCallback | None = None,
     *,
@@ -375,7 +375,7 @@ def run(
     """Train and evaluate one resolved configuration. ``callback`` receives params, per-epoch and final metrics."""
     perf = perf or PerfFlags()
     callback = callback or NullCallback()
-    p = prepare(config, perf, data, keep_initial=keep_model)
+    p = prepare(resolved, perf, data, keep_initial=keep_model)
     params, tags = params_and_tags(p)
     try:  # a signal deferred by on_start's store write is raised as it ends: inside, so the run is marked KILLED
         callback.on_start(p.config, params, tags)

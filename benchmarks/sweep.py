@@ -22,7 +22,7 @@ from inputdp.datasets import canonical_name, dataset_info
 from inputdp.methods import METHODS
 
 from .executors import get_executor
-from .harness import run as run_one
+from .harness import run as train_and_evaluate
 from .models import check_size
 from .presets import PRESETS
 from .resolve import NOT_RESOLVED, ResolvedRun, with_checked_data
@@ -189,7 +189,7 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
         if claim.status == "elsewhere":
             return RunSummary(r.config, "elsewhere", marked_failed=marked, error=claim.holder)
     try:
-        result = run_one(r, perf, tracker)
+        result = train_and_evaluate(r, perf, tracker)
     except Diverged as err:  # the run is FAILED in the store; the sweep goes on and reports it in one line
         return RunSummary(r.config, "failed", marked_failed=marked, error=one_line(err))
     finally:

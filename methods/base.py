@@ -30,6 +30,8 @@ from inputdp.core.claims import Calibration, PrivacyClaim
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
+from .accounting.calibration import InfeasibleTarget
+
 if TYPE_CHECKING:
     from inputdp.datasets import TensorData
 
@@ -184,8 +186,6 @@ class Method(ABC):
         resolution, ``bench calibrate``, the audits); a method given a calibration found elsewhere is made by
         :meth:`calibrated`.
         """
-        from .accounting.calibration import InfeasibleTarget
-
         t0 = time.perf_counter()
         try:
             found = self.noise_for(spec)

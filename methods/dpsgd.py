@@ -16,8 +16,9 @@ Recipe options (De et al. 2022; THEORY.md, "DP-SGD recipes"), none of which chan
 
 The harness's batches are the ones clipped and noised: no Opacus data loader samples a second time, and
 the optimizer averages over the *expected* batch size q*n, as Poisson-sampled DP-SGD requires. sigma is the
-smallest noise that Opacus' accountant (RDP or PRV) puts within the matched (epsilon, delta, q, T), found by the
-suite's one calibration search (THEORY.md, "The subsampled Gaussian").
+smallest noise that the chosen accountant (``pld``, dp_accounting's privacy-loss distribution, the default; ``rdp``;
+Opacus' ``prv``) puts within the matched (epsilon, delta, q, T) under the run's relation, found by the suite's one
+calibration search (THEORY.md, "The subsampled Gaussian").
 """
 
 from __future__ import annotations

@@ -41,10 +41,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the sweep is a parent run; its runs nest under it (the UI's runs table groups them)
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args), nest=True)
-    from inputdp.benchmarks.tracking import default_tracking_uri, open_store, runs_view_url
+    from inputdp.benchmarks.tracking import default_tracking_uri, open_store, refuted_claims, runs_view_url
 
     client, exp = open_store(args.tracking_uri, args.experiment, create=False)
-    _print_ran(outcome, args.holdout, _refuted(client, exp) if exp is not None else {})
+    _print_ran(outcome, args.holdout, refuted_claims(client, exp) if exp is not None else {})
     if exp is not None and any(r.metrics for r in (*outcome.ran, *outcome.skipped)):
         # the experiment's runs with the key metrics as columns (the view the store holds)
         print(f"in MLflow: {runs_view_url(args.tracking_uri or default_tracking_uri(), exp)}")
@@ -108,25 +108,6 @@ def _print_ran(outcome, holdout: int | None, refuted: dict) -> None:
     if outcome.skipped:
         print(f"skipped {len(outcome.skipped)} configuration(s) already FINISHED in the store: their rows above are "
               "the store's")
-
-
-def _refuted(client, exp: str) -> dict:
-    """(match key, method, variant) -> the largest bound of a stored audit of that claim that exceeds its epsilon."""
-    from inputdp.core.claims import ABSENT, RELATION_VALUES
-
-    out: dict = {}
-    for a in client.search_runs([exp], filter_string=f"tags.{names.TAG_KIND} = '{names.KIND_AUDIT}'", max_results=50000):
-        t, m = a.data.tags, a.data.metrics
-        bounds = [m.get(f"{names.METRIC_EPSILON_LB}.{th}", 0.0) for th in names.THREATS]
-        bounds += [m.get(names.METRIC_THREAT_FDP_BOUND.format(th), 0.0) for th in names.THREATS]
-        relation = RELATION_VALUES.get(t.get(names.TAG_PRIVACY_RELATION, ""))
-        if relation is not None and t.get(names.TAG_AUDIT_DESIGN, ABSENT) != relation.excluded:
-            continue  # pairs under another relation (an audit logged before #52): it tests no statement of this claim
-        eps = float(a.data.params.get(names.PARAM_EPSILON, "inf"))
-        key = (t.get(names.TAG_AUDIT_OF, ""), t.get(names.TAG_METHOD, ""), t.get(names.TAG_VARIANT, ""))
-        if max(bounds) > eps:
-            out[key] = max(out.get(key, 0.0), max(bounds))
-    return out
 
 
 class Run:

@@ -21,6 +21,7 @@ from .store import (
     lock_path,
     open_store,
     reap,
+    refuted_claims,
     run_name,
     runs_view_url,
     runs_with_key,
@@ -43,6 +44,6 @@ from .uri import (
 
 __all__ = ["ALLOWED", "CLAIM_PATIENCE_S", "DEFAULT_EXPERIMENT", "HEARTBEAT_S", "SERVER_PROBE_S", "STALE_AFTER_S", "UNFINISHED",
            "Claim", "MLflowTracker", "check_sqlite_file", "check_tracking_uri", "client", "default_tracking_uri",
-           "runs_view_url",
+           "refuted_claims", "runs_view_url",
            "describe", "experiment_id", "log_finished_run", "log_table", "is_alive", "lock_path", "open_store",
            "parent_run", "quiet_mlflow", "reap", "run_name", "runs_with_key", "span_parent", "sqlite_path"]

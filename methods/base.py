@@ -199,6 +199,12 @@ class Method(ABC):
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         """The noise parameter(s) that meet ``spec`` and the epsilon they reach; a pure function of the options."""
 
+    def release(self):
+        """What the calibrated training releases, as a value dp_accounting composes (``accounting.events.Release``:
+        an event and the relation it is read under), or None where no event of the library describes it (the
+        per-example releases, PATE's votes): then the method's own accountant is the only account of its claim."""
+        return None
+
     @abstractmethod
     def claim(self) -> PrivacyClaim:
         """The guarantee of the calibrated method (after :meth:`calibrate`)."""

@@ -15,12 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from inputdp.core.claims import RELATION_TEXT, RELATION_VALUES, RELATIONS, REPLACE_INPUT
+from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELATIONS, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from . import noise
 from .accounting.calibration import InfeasibleTarget
+from .accounting.events import Release, gaussian_releases
 from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
 from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from .features import check_clip, clipped_features, feature_map, set_linear_head
@@ -98,6 +99,13 @@ class DPLeastSquares(Method):
                            details={"accountant": "analytic Gaussian (Balle & Wang 2018), one release",
                                     "adjacency": self.options["adjacency"], "noise_multiplier_xtx": s_a,
                                     "noise_multiplier_xty": s_b})
+
+    def release(self):
+        """Two Gaussian releases (A, B), each noise in units of its sensitivity under the run's relation (so read
+        under add/remove's "moves by at most its sensitivity"); the claim composes them exactly as one Gaussian."""
+        _, cal = self._need_calibration()
+        return Release(gaussian_releases(cal.details["noise_multiplier_xtx"], cal.details["noise_multiplier_xty"]),
+                       ADD_REMOVE)
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()

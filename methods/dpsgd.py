@@ -39,6 +39,7 @@ from inputdp.core.errors import ConfigError
 from inputdp.methods.augment import random_crop_flip, shift
 
 from . import noise
+from .accounting.events import Release, subsampled_gaussian_steps
 from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, PrivacyClaim, ReleaseTrials, TrainingSetup
 from .fast_clipping import BKOptimizer, BookKeeping
 from .subsampled_gaussian import SubsampledGaussianMethod
@@ -174,6 +175,12 @@ class DPSGD(SubsampledGaussianMethod):
         mean, and mean square) of noise ``norm_noise_multiplier``, before the steps; none when it is 0."""
         sigma = float(self.options["norm_noise_multiplier"])
         return (sigma, 2) if sigma > 0 else (0.0, 0)
+
+    def release(self):
+        """The statistics' releases (if any), then T Poisson-subsampled Gaussian steps, under the run's relation."""
+        spec, cal = self._need_calibration()
+        return Release(subsampled_gaussian_steps(sigma=cal.noise["noise_multiplier"], sampling_rate=spec.sampling_rate,
+                                                 steps=spec.steps, releases=self.releases()), self.relation)
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()

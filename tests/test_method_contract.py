@@ -152,3 +152,38 @@ def test_a_target_no_noise_meets_is_one_line_whichever_method_forgets_to_say_so(
     with pytest.raises(ConfigError, match=r"^forgetful: epsilon=1 is infeasible for a toy mechanism") as err:
         Forgetful().calibrate(PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=10))
     assert "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize(("method", "options"), [
+    ("dpsgd", {}), ("dpsgd", {"adjacency": "replace_input"}), ("dpsgd", {"adjacency": "zero_out"}),
+    ("dpsgd", {"norm_noise_multiplier": 8.0}),
+    ("dp_least_squares", {}), ("dp_least_squares", {"adjacency": "add_remove"}),
+])
+def test_a_declared_release_recomputed_by_dp_accounting_gives_the_claim(method, options):
+    """A method that declares what it releases as a dp_accounting event (Method.release) has its claim recomputed
+    by the library's PLD accountant composing that event under its relation, independently of the method's own
+    calibration code: the same epsilon, up to the PLD grid's pessimism (never below the claim by more than the grid)."""
+    from inputdp.core.config import PrivacySpec
+    from inputdp.methods import create_method
+
+    m = create_method(method, options)
+    spec = PrivacySpec(epsilon=2.0, delta=1e-5, sampling_rate=256 / 60000, steps=1000)
+    cal = m.calibrate(spec)
+    release = m.release()
+    assert release is not None
+    recomputed = release.epsilon(spec.delta)
+    assert cal.epsilon - 2e-3 <= recomputed <= cal.epsilon + 0.03, (recomputed, cal.epsilon)
+    # and the event is the release: half the noise reads a larger epsilon from the same accountant
+    half = type(m).calibrated(spec, type(cal)(noise={k: v / 2 for k, v in cal.noise.items()}, epsilon=cal.epsilon,
+                                              details={k: (v / 2 if k.startswith("noise_multiplier") else v)
+                                                       for k, v in cal.details.items()}), options)
+    assert half.release().epsilon(spec.delta) > 1.5 * cal.epsilon
+
+
+def test_methods_without_a_library_event_say_so():
+    from inputdp.core.config import PrivacySpec
+    from inputdp.methods import create_method
+
+    m = create_method("dirichlet_softmax", {})
+    m.calibrate(PrivacySpec(epsilon=2.0, delta=1e-5, sampling_rate=256 / 60000, steps=100))
+    assert m.release() is None

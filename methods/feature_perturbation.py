@@ -13,12 +13,13 @@ from typing import Any
 
 import torch
 
-from inputdp.core.claims import RELATION_TEXT, REPLACE_INPUT
+from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from . import noise
 from .accounting.calibration import InfeasibleTarget
+from .accounting.events import Release, gaussian_releases
 from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
 from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from .features import check_clip, clipped_features, feature_map, set_linear_head
@@ -53,6 +54,12 @@ class FeaturePerturbation(Method):
         return Calibration(noise={"noise_multiplier": sigma}, epsilon=gaussian_release_epsilon(sigma, spec.delta),
                            details={"accountant": "analytic Gaussian (Balle & Wang 2018), one release per example",
                                     "adjacency": REPLACE_INPUT})
+
+    def release(self):
+        """One example's noisy features (the others' releases do not depend on it: parallel composition), noise in
+        units of the sensitivity 2C, so read under add/remove's "moves by at most its sensitivity"."""
+        _, cal = self._need_calibration()
+        return Release(gaussian_releases(cal.noise["noise_multiplier"]), ADD_REMOVE)
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()

@@ -157,7 +157,7 @@ def test_a_target_no_noise_meets_is_one_line_whichever_method_forgets_to_say_so(
 @pytest.mark.parametrize(("method", "options"), [
     ("dpsgd", {}), ("dpsgd", {"adjacency": "replace_input"}), ("dpsgd", {"adjacency": "zero_out"}),
     ("dpsgd", {"norm_noise_multiplier": 8.0}),
-    ("dp_least_squares", {}), ("dp_least_squares", {"adjacency": "add_remove"}),
+    ("dp_least_squares", {}), ("dp_least_squares", {"adjacency": "add_remove"}), ("feature_perturbation", {}),
 ])
 def test_a_declared_release_recomputed_by_dp_accounting_gives_the_claim(method, options):
     """A method that declares what it releases as a dp_accounting event (Method.release) has its claim recomputed

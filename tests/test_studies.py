@@ -312,3 +312,20 @@ def test_status_matched_by_tags_finds_a_stored_run(tmp_path, monkeypatch, capsys
     # the other five add/remove dpsgd runs at the stored 3 minutes instead of the preset's 0.4 to 2.3 (the
     # replace_input recipe's six are another recipe: still the preset's); one run fewer missing
     assert lo == pytest.approx(preset_only[0] - 6 * 0.4 + 5 * 3) and hi == pytest.approx(preset_only[1] - 6 * 2.3 + 5 * 3)
+
+
+def test_the_relations_study_puts_each_sound_method_under_each_relation_it_supports():
+    """What public labels buy, side by side: DP-SGD and DP least squares under add/remove, zero-out and one input
+    replaced, feature perturbation under the one relation it has, beside the non-private reference, on both data
+    sets at eps 1 and 2.93, 3 seeds; audited by gradient canaries (DP-SGD's rows alone)."""
+    runs = configurations(STUDIES.get("relations"), check_data=False)
+    private = [r for r in runs if r.config.privacy.is_private]
+    got = {(r.config.dataset, r.config.method, r.claim.relation.key) for r in private}
+    want = {(d, m, rel) for d in ("mnist", "fashionmnist") for m in ("dpsgd", "dp_least_squares")
+            for rel in ("add_remove", "zero_out", "replace_input")}
+    assert got == want | {(d, "feature_perturbation", "replace_input") for d in ("mnist", "fashionmnist")}
+    assert len(private) == len(got) * 2 * 3 and {r.config.privacy.epsilon for r in private} == {1.0, 2.93}
+    assert sum(r.config.method == "nonprivate" for r in runs) == 2 * 3
+    (plan,) = STUDIES.get("relations").audits
+    assert {(r.config.method, r.claim.relation.key) for r in private if plan.applies(r)} == {
+        ("dpsgd", rel) for rel in ("add_remove", "zero_out", "replace_input")}

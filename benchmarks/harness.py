@@ -383,6 +383,8 @@ def run(
     except BaseException:
         callback.on_end({}, "KILLED" if interrupted() else "FAILED")
         raise
+    if getattr(callback, "wants_model", False):  # before the run is ended: its artifact belongs to a live run
+        callback.log_model(p.method.unwrap(p.method.released(result.model)))
     callback.on_end(result.metrics, "FINISHED")
     if keep_model:
         result.model = p.method.unwrap(p.method.released(result.model))

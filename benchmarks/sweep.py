@@ -167,7 +167,8 @@ class SweepOutcome:
 
 
 def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: str, perf: PerfFlags,
-                      skip_finished: bool = True, parent_run_id: str | None = None) -> RunSummary:
+                      skip_finished: bool = True, parent_run_id: str | None = None,
+                      log_model: bool = False) -> RunSummary:
     """Run one configuration unless the store has it FINISHED or another live process runs it.
 
     The unit every executor ships: the claim happens where the run happens, so local, Ray and SLURM workers
@@ -176,7 +177,8 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
 
     # a store it cannot use is refused before the data are read; a study's runs are nested under its parent run
     tracker = MLflowTracker(tracking_uri, experiment,
-                            extra_tags={names.TAG_PARENT_RUN: parent_run_id} if parent_run_id else None)
+                            extra_tags={names.TAG_PARENT_RUN: parent_run_id} if parent_run_id else None,
+                            log_model=log_model)
     r = run  # a resolution: run_sweep, the only caller, refused anything else before shipping it
     if not r.config.data_fingerprint:  # a remote worker: the data are read where the run happens
         r = r.with_config(with_checked_data(r.config))
@@ -236,7 +238,7 @@ def sweep_run(runs: Sequence[ResolvedRun], *, tracking_uri: str | None, experime
 def run_sweep(runs: Sequence[ResolvedRun], *, tracking_uri: str | None = None, experiment: str = "inputdp",
               perf: PerfFlags | None = None, skip_finished: bool = True, executor: str = "local",
               executor_options: dict[str, Any] | None = None, parent_run_id: str | None = None,
-              nest: bool = False) -> SweepOutcome:
+              nest: bool = False, log_model: bool = False) -> SweepOutcome:
     """Run every resolution (``check_feasible``) through an executor (``local``, ``ray``, ``submitit``); see
     executors.py. The runs nest under ``parent_run_id``, or with ``nest`` under the sweep's own parent run
     (``sweep_run``)."""
@@ -253,7 +255,7 @@ def run_sweep(runs: Sequence[ResolvedRun], *, tracking_uri: str | None = None, e
     if executor == "local" and remote:
         MLflowTracker(tracking_uri, experiment)  # the store and experiment made once, before the workers open them
     run_one = functools.partial(run_configuration, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf,
-                                skip_finished=skip_finished, parent_run_id=parent_run_id)
+                                skip_finished=skip_finished, parent_run_id=parent_run_id, log_model=log_model)
     lost = functools.partial(mark_lost_run, tracking_uri=tracking_uri, experiment=experiment, perf=worker_perf)
     outcome = SweepOutcome()
     try:

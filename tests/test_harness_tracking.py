@@ -137,3 +137,40 @@ def test_mlflow_shows_what_a_run_is_and_a_parent_spans_its_runs(tmp_path):
     failed = [r for r in stored if r.info.status == "FAILED"]
     assert [r.info.run_name for r in failed] == ["dpsgd-synthetic-eps4-s0 [failed]"]
     assert finished["dpsgd"].info.run_name == "dpsgd-synthetic-eps4-s0"
+
+
+@pytest.mark.slow
+def test_log_model_keeps_the_released_model_as_an_artifact_that_loads_back(tmp_path, capsys):
+    """`bench run --log-model`: each finished run holds model/state_dict.pt, which loads into the model its
+    resolved_config.json names and predicts as the run's model did (its test accuracy, recomputed); without the flag
+    no model is logged."""
+    import json
+
+    import torch
+
+    from inputdp.benchmarks.cli import main
+    from inputdp.benchmarks.models import build_model
+    from inputdp.benchmarks.tracking import client
+    from inputdp.datasets import load_tensor_data
+
+    store = f"sqlite:///{tmp_path / 'm.db'}"
+    flags = ["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke", "--no-progress",
+             "--device", "cpu", "--tracking-uri", store]
+    assert main([*flags, "--log-model"]) == 0
+    assert main([*flags, "--seeds", "1"]) == 0
+    c = client(store)
+    exp = c.get_experiment_by_name("inputdp").experiment_id
+    runs = {r.data.tags.get("seed"): r for r in c.search_runs([exp], "attributes.status = 'FINISHED'")
+            if r.data.tags.get("seed") is not None}
+    logged = [a.path for a in c.list_artifacts(runs["0"].info.run_id, "model")]
+    assert logged == ["model/state_dict.pt"] and not c.list_artifacts(runs["1"].info.run_id, "model")
+    state = torch.load(c.download_artifacts(runs["0"].info.run_id, "model/state_dict.pt", str(tmp_path)))
+    config = json.loads(open(c.download_artifacts(runs["0"].info.run_id, "resolved_config.json",
+                                                  str(tmp_path))).read())["configuration"]
+    data = load_tensor_data("synthetic", train_examples=config["train_examples"], test_examples=config["test_examples"])
+    model = build_model(config["model"], num_classes=data.info.num_classes, channels=data.info.channels,
+                        size=data.info.size, norm=runs["0"].data.params["norm_used"], width=config["model_width"])
+    model.load_state_dict(state)
+    with torch.no_grad():
+        accuracy = (model.eval()(data.x_test).argmax(1) == data.y_test).float().mean().item()
+    assert accuracy == pytest.approx(runs["0"].data.metrics["final_test_accuracy"], abs=1e-6)

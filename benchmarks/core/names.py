@@ -35,6 +35,7 @@ KIND_SPEED = "speed"  # an interleaved speed measurement (what `bench speed` doe
 TAG_PARENT_RUN = "mlflow.parentRunId"  # MLflow's own: the UI nests a run under its parent
 TAG_NOTE = "mlflow.note.content"  # MLflow's own: the run's description in the UI
 RESOLVED_CONFIG_ARTIFACT = "resolved_config.json"  # every run's whole configuration, as an artifact
+MODEL_ARTIFACT = "state_dict.pt"  # a finished run's released model, under model/, when asked (bench run --log-model)
 #: the artifact a study's parent run holds its leaderboard in (an MLflow table)
 LEADERBOARD_TABLE = "leaderboard.json"
 #: MLflow's experiment tag for what the experiment holds: model training, so the UI opens on its runs (not on the

@@ -5,13 +5,16 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import random
+import tempfile
 import threading
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from mlflow.entities import Dataset, DatasetInput, InputTag, Metric, Param, RunTag
 
 from inputdp.core import names
@@ -47,8 +50,10 @@ class MLflowTracker:
     """A :class:`~inputdp.benchmarks.harness.RunCallback` that writes one MLflow run per training run."""
 
     def __init__(self, tracking_uri: str | None = None, experiment: str = DEFAULT_EXPERIMENT,
-                 extra_tags: dict[str, str] | None = None):
+                 extra_tags: dict[str, str] | None = None, log_model: bool = False):
         self.tracking_uri = tracking_uri or default_tracking_uri()
+        #: whether the harness hands this tracker the released model of a finished run (``log_model``)
+        self.wants_model = log_model
         self.client, self.experiment_id = open_store(self.tracking_uri, experiment)
         self.extra_tags = dict(extra_tags or {})
         self.run_id: str | None = None
@@ -225,6 +230,16 @@ class MLflowTracker:
                               tags=[RunTag(k, str(v)) for k, v in tags.items()])
 
     @shield
+    def log_model(self, model) -> None:
+        """The released model's state_dict as the artifact ``model/state_dict.pt`` (load it into the model the
+        run's resolved_config.json names: ``inputdp.benchmarks.models.build_model``)."""
+        if self.run_id is None:
+            return
+        with tempfile.TemporaryDirectory() as folder:
+            path = os.path.join(folder, names.MODEL_ARTIFACT)
+            torch.save({k: v.detach().cpu() for k, v in model.state_dict().items()}, path)
+            self.client.log_artifact(self.run_id, path, "model")
+
     def log_text(self, text: str, artifact_file: str) -> None:
         """A text artifact on this run (an audit's tables: every canary's scores, its trade-off curve)."""
         if self.run_id is not None:

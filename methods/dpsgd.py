@@ -42,6 +42,7 @@ from . import noise
 from .accounting.events import Release, subsampled_gaussian_steps
 from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, PrivacyClaim, ReleaseTrials, TrainingSetup
 from .fast_clipping import BKOptimizer, BookKeeping
+from .frozen_norm import frozen_norms, release_statistics
 from .subsampled_gaussian import SubsampledGaussianMethod
 
 # Opacus hooks every trainable layer with a full backward hook; where a layer's input needs no gradient (the first
@@ -269,55 +270,19 @@ class DPSGD(SubsampledGaussianMethod):
         return module, dp_optimizer
 
     def _set_statistics(self, model: nn.Module, setup: TrainingSetup) -> None:
-        """The frozen normalisation's statistics, released privately (Tramer & Boneh's scatter_normalization with
-        public clipping norms): each example's per-channel mean m_i and mean square s_i of its features, clipped to
-        norms c_m and c_s; the sums plus N(0, (sigma_r c)^2) noise per channel, over n (public); the variance
-        E[s] - E[m]^2, floored at 0. Rows that are not finite (an audit's marked canary rows) are left out."""
-        # the models' frozen normalisation (benchmarks/models/scatternet.py, FrozenNorm): any module that takes
-        # its statistics by ``set_statistics(mean, var)``
-        frozen = [m for m in model.modules() if callable(getattr(m, "set_statistics", None))]
+        """The frozen normalisation's statistics, released privately (methods/frozen_norm.py). A frozen model without
+        the noise, or the noise without one, is refused by the resolver before any work; here only what it cannot see
+        (the model itself) is checked."""
+        frozen = frozen_norms(model)
         sigma_r = float(self.options["norm_noise_multiplier"])
-        if frozen and sigma_r <= 0:
-            raise ConfigError("norm=frozen is not allowed with dpsgd.norm_noise_multiplier=0: its statistics would be "
-                              "read from the private data without noise; give a noise multiplier (Tramer & Boneh: 8)")
-        if sigma_r > 0 and not frozen:
-            raise ConfigError(f"norm_noise_multiplier={sigma_r:g} is not allowed without norm=frozen: it would charge a "
-                              "release no model uses")
-        if not frozen:
-            return
-        if len(frozen) > 1 or setup.x_train is None:
-            raise ConfigError("norm=frozen needs one frozen normalisation and the training features at prepare")
-        features = self._frozen_input(model, setup.x_train)
-        flat = features.reshape(features.shape[0], -1)
-        features = features[torch.isfinite(flat).all(dim=1)]
-        n = features.shape[0]
-        per_mean = features.mean(dim=tuple(range(2, features.dim()))).double()
-        per_square = features.pow(2).mean(dim=tuple(range(2, features.dim()))).double()
-        generator = self._noise_generator(features.device)
-        secure = self.options["secure_mode"]
-
-        def released(rows: torch.Tensor, clip: float) -> torch.Tensor:
-            scale = (rows.norm(dim=1, keepdim=True) / clip).clamp_min(1.0)
-            total = (rows / scale).sum(dim=0)
-            if generator is None:
-                z = torch.randn(total.shape, dtype=torch.float64)
-            else:
-                z = noise.standard_normal(total.shape, generator, secure=secure, dtype=torch.float64)
-            return (total + z.to(total.device) * sigma_r * clip) / n
-
-        mean = released(per_mean, float(self.options["norm_clip_mean"]))
-        square = released(per_square, float(self.options["norm_clip_square"]))
-        frozen[0].set_statistics(mean.float(), (square - mean**2).float())
-
-    @staticmethod
-    def _frozen_input(model: nn.Module, x: torch.Tensor) -> torch.Tensor:
-        """What the frozen normalisation sees: the training features (a fixed frontend's output; mapped here when
-        the harness handed images)."""
-        frontend = getattr(model, "frontend", None)
-        if frontend is not None and tuple(x.shape[1:]) == tuple(frontend.in_shape) != tuple(frontend.out_shape):
-            with torch.no_grad():
-                return torch.cat([frontend(x[i:i + 4096]) for i in range(0, x.shape[0], 4096)])
-        return x
+        if bool(frozen) != (sigma_r > 0) or len(frozen) > 1:
+            raise ConfigError(f"norm_noise_multiplier={sigma_r:g} is not allowed with {len(frozen)} frozen "
+                              "normalisation(s): give norm=frozen and a noise multiplier > 0 together")
+        if frozen:
+            release_statistics(frozen[0], setup.x_train, sigma_r=sigma_r, secure=self.options["secure_mode"],
+                               clip_mean=float(self.options["norm_clip_mean"]),
+                               clip_square=float(self.options["norm_clip_square"]),
+                               generator=self._noise_generator(setup.x_train.device))
 
     def _noise_generator(self, device: str | torch.device = "cpu") -> torch.Generator | None:
         """None (the run's seeded global stream) unless ``secure_mode``: then Opacus' floating-point-safe sampling

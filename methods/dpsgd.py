@@ -171,7 +171,7 @@ class DPSGD(SubsampledGaussianMethod):
         #: with the real examples' in the same step
         self.gradient_canaries: Any = None
 
-    def releases(self) -> tuple[float, int]:
+    def prior_releases(self) -> tuple[float, int]:
         """The frozen normalisation's private statistics: two Gaussian releases (each example's clipped per-channel
         mean, and mean square) of noise ``norm_noise_multiplier``, before the steps; none when it is 0."""
         sigma = float(self.options["norm_noise_multiplier"])
@@ -181,12 +181,12 @@ class DPSGD(SubsampledGaussianMethod):
         """The statistics' releases (if any), then T Poisson-subsampled Gaussian steps, under the run's relation."""
         spec, cal = self._need_calibration()
         return Release(subsampled_gaussian_steps(sigma=cal.noise["noise_multiplier"], sampling_rate=spec.sampling_rate,
-                                                 steps=spec.steps, releases=self.releases()), self.relation)
+                                                 steps=spec.steps, releases=self.prior_releases()), self.relation)
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
         parameters = {"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]}
-        if self.releases()[1]:
+        if self.prior_releases()[1]:
             parameters.update({k: self.options[k] for k in ("norm_noise_multiplier", "norm_clip_mean",
                                                             "norm_clip_square")})
         return PrivacyClaim(
@@ -200,7 +200,7 @@ class DPSGD(SubsampledGaussianMethod):
 
     def _scope(self) -> str:
         scope = self._steps_scope()
-        if self.releases()[1]:
+        if self.prior_releases()[1]:
             scope += ("; and, before the first step, the frozen normalisation's statistics: two Gaussian releases of "
                       "the sums of each example's per-channel feature mean and mean square, each clipped to its norm "
                       "(norm_clip_mean, norm_clip_square), composed with the steps by the same accountant")

@@ -1,7 +1,7 @@
 """DP-SGD's frozen normalisation with privately released statistics (Tramer & Boneh's MNIST recipe; THEORY.md, "DP-SGD
 recipes"): each example's per-channel mean m_i and mean square s_i of its features, clipped to public norms c_m and
 c_s; the two sums plus N(0, (sigma_r c)^2) noise per channel, over the public n; the variance E[s] - E[m]^2, floored at
-0. The release is charged by the method's accountant (``DPSGD.releases``: two Gaussians of noise sigma_r)."""
+0. The release is charged by the method's accountant (``DPSGD.prior_releases``: two Gaussians of noise sigma_r)."""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ class SubsampledGaussianMethod(Method):
             raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose one of "
                               f"{', '.join(self.accountants)}")
 
-    def releases(self) -> tuple[float, int]:
+    def prior_releases(self) -> tuple[float, int]:
         """(sigma_r, k): the unsubsampled Gaussian releases the method makes before its steps (none by default)."""
         return (0.0, 0)
 
@@ -130,17 +130,17 @@ class SubsampledGaussianMethod(Method):
         try:
             sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
                                          steps=spec.steps, accountant=accountant, relation=self.relation,
-                                         releases=self.releases())
+                                         releases=self.prior_releases())
         except InfeasibleTarget as err:
             raise ConfigError(f"{self.name}: {err}") from None
         eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
                                steps=spec.steps, accountant=accountant, relation=self.relation,
-                               releases=self.releases())
+                               releases=self.prior_releases())
         details = {"accountant": accountant, self.clip_option: self.options[self.clip_option]}
         if self.relation != ADD_REMOVE:
             details["adjacency"] = self.relation
-        if self.releases()[1]:
-            details["releases"] = f"{self.releases()[1]} x Gaussian, noise multiplier {self.releases()[0]:g}"
+        if self.prior_releases()[1]:
+            details["releases"] = f"{self.prior_releases()[1]} x Gaussian, noise multiplier {self.prior_releases()[0]:g}"
         if accountant == "pld":
             detail = {ADD_REMOVE: PLD_DESCRIPTION, ZERO_OUT: PLD_DESCRIPTION_ZERO_OUT}.get(self.relation,
                                                                                      PLD_DESCRIPTION_REPLACE)
@@ -149,9 +149,9 @@ class SubsampledGaussianMethod(Method):
 
     def epsilon_spent(self, steps_done: int) -> float:
         spec, cal = self._need_calibration()
-        if steps_done <= 0 and self.releases()[1] == 0:
+        if steps_done <= 0 and self.prior_releases()[1] == 0:
             return 0.0
         return gaussian_epsilon(noise_multiplier=cal.noise["noise_multiplier"], delta=spec.delta,
                                 sampling_rate=spec.sampling_rate, steps=max(steps_done, 0),
                                 accountant=self.options["accountant"], relation=self.relation,
-                                releases=self.releases())
+                                releases=self.prior_releases())

@@ -1,5 +1,9 @@
-"""The harness: ``run(config) -> RunResult``. It owns seeding, data, sampling, timing, evaluation, the privacy
-ledger and the calls to the tracker; the method owns only its algorithm.
+"""The harness: ``run(resolved) -> RunResult``. It owns seeding, data, sampling, timing, evaluation, the privacy
+ledger and the calls to the tracker; the method owns only its algorithm. Top to bottom: ``prepare`` (data, model,
+method), ``run`` (the callbacks around ``train``), ``train`` (the epochs of a per-step method, or an own-loop fit),
+the epoch's and the run's metrics, the ledger. What a step needs lives in ``steps`` (shared with ``bench speed``
+and the audits); the model and its fixed frontend's features in ``frontend``; the load average in
+``performance.load``.
 
 A run is a pure function of its :class:`RunConfig` (and seed): on the CPU, the same config gives the same
 metrics. :class:`PerfFlags` choose where and how fast it runs, never what it computes privately.
@@ -8,37 +12,43 @@ metrics. :class:`PerfFlags` choose where and how fast it runs, never what it com
 from __future__ import annotations
 
 import copy
-import dataclasses
 import math
-import os
-import random
 import statistics
 import sys
-import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 from torch import nn
-from tqdm.auto import tqdm
 
 from inputdp.core import names
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError, Diverged
-from inputdp.datasets import DatasetInfo, TensorData, blank_value, check_holdout, load_tensor_data
+from inputdp.datasets import TensorData, check_holdout, load_tensor_data
 from inputdp.datasets.fingerprint import fingerprint_of_arrays
-from inputdp.methods import METHODS
-from inputdp.methods.augment import random_crop_flip
-from inputdp.methods.base import Calibration, FitContext, Method, PrivacyClaim, TrainingSetup
+from inputdp.methods.base import Calibration, FitContext, PrivacyClaim, TrainingSetup
 
-from .models import MODELS, build_model
-from .models.canary_inputs import CanaryInputs
+from .frontend import _FRONTEND_CACHE, FRONTEND_BATCH, model_for, with_frontend_features, zero_head
+from .models import MODELS
+from .performance import load
+from .performance.load import contention, load_average
 from .performance.memory import PeakMemory
 from .resolve import NOT_RESOLVED, ResolvedRun
 from .sampling import batch_generator, epoch_lengths, poisson_batches
+from .steps import (
+    Prepared,
+    Steps,
+    check_speed_flags,
+    evaluate,
+    make_optimizer,
+    progress_bar,
+    seed_everything,
+    synchronize,
+    timed_steps,
+)
 
 TRAIN_EVAL_EXAMPLES = 10000
 
@@ -64,196 +74,6 @@ class RunResult:
     lr_info: dict[str, Any] = field(default_factory=dict)
     model: nn.Module | None = None  # the trained model (unwrapped), with keep_model=True
     initial_state: dict[str, torch.Tensor] | None = None  # its parameters before training, with keep_model=True
-
-
-def seed_everything(seed: int) -> None:
-    """Seed Python's, NumPy's and torch's generators from the run's seed."""
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
-
-
-def synchronize(device: str) -> None:
-    """Wait for the device's queued work (CUDA); nothing on the CPU."""
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
-
-
-def make_optimizer(config: RunConfig, params, lr: float) -> torch.optim.Optimizer:
-    """The configuration's optimizer (SGD with momentum, or Adam) over ``params`` at rate ``lr``."""
-    if config.optimizer == "sgd":
-        return torch.optim.SGD(params, lr=lr, momentum=config.momentum, weight_decay=config.weight_decay)
-    return torch.optim.Adam(params, lr=lr, weight_decay=config.weight_decay)
-
-
-@torch.no_grad()
-def evaluate(model: nn.Module, x: torch.Tensor, y: torch.Tensor, batch_size: int) -> tuple[float, float]:
-    """(accuracy, mean cross-entropy) of the clean model: no noise at evaluation."""
-    was_training = model.training
-    model.eval()
-    correct, loss_sum = 0, 0.0
-    for i in range(0, x.shape[0], batch_size):
-        logits = model(x[i : i + batch_size])
-        yy = y[i : i + batch_size]
-        correct += int((logits.argmax(1) == yy).sum())
-        loss_sum += float(torch.nn.functional.cross_entropy(logits, yy, reduction="sum"))
-    model.train(was_training)
-    n = max(1, x.shape[0])
-    return correct / n, loss_sum / n
-
-
-@dataclass
-class Prepared:
-    """Everything a run builds before its first step (also used by ``bench speed``, gpu-check and the audit)."""
-
-    resolved: ResolvedRun  # the configuration (with its data's fingerprint), its calibration and claim
-    device: str
-    data: TensorData
-    method: Method
-    model: nn.Module
-    optimizer: torch.optim.Optimizer
-    lr_info: dict[str, Any]
-    perf: PerfFlags = field(default_factory=PerfFlags)
-    initial_state: dict[str, torch.Tensor] | None = None
-    step_model: nn.Module | None = None  # what train_step is called with (the compiled model under --compile)
-    frontend_seconds: float = 0.0  # computing a fixed frontend's features once (scattering models), else 0
-
-    @property
-    def config(self) -> RunConfig:
-        return self.resolved.config
-
-    @property
-    def calibration(self) -> Calibration:
-        return self.resolved.calibration
-
-    @property
-    def claim(self) -> PrivacyClaim:
-        return self.resolved.claim
-
-    @property
-    def norm(self) -> str:
-        return self.resolved.norm
-
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor | None:
-        """One training step with the run's speed flags (channels-last input; the method applies autocast)."""
-        if self.perf.channels_last and x.dim() == 4:
-            x = x.contiguous(memory_format=torch.channels_last)
-        model = self.step_model if self.step_model is not None else self.model
-        return self.method.train_step(model, self.optimizer, x, y)
-
-
-@dataclass
-class Steps:
-    """What :func:`timed_steps` measured: the wall time of the steps (device synchronised at both ends), the batch
-    sizes, and the losses summed on the device (read once, by the caller)."""
-
-    seconds: float
-    sizes: list[int]
-    loss_sum: torch.Tensor
-    losses: int
-    cpu_seconds: float = 0.0  # the process's CPU time over the same block (all its threads)
-
-
-def timed_steps(p: Prepared, batches: Iterable[torch.Tensor], *, augmenter: torch.Generator | None = None,
-                before: Callable[[], None] | None = None,
-                after: Callable[[torch.Tensor], None] | None = None) -> Steps:
-    """The one timing loop: the steps of ``p`` on the index batches, timed as one block (an epoch of a run, one
-    interleaved step of ``bench speed``, the timed steps of gpu-check). Each step takes the batch's examples,
-    augments them when the run does, calls ``before`` (the learning-rate warm-up) and ``after(idx)`` around it."""
-    data = p.data
-    loss_sum, losses, sizes = torch.zeros((), device=p.device), 0, []
-    synchronize(p.device)
-    t0, c0 = time.perf_counter(), time.process_time()
-    for idx in batches:
-        x, y = data.x_train[idx], data.y_train[idx]
-        if augmenter is not None:
-            x = random_crop_flip(x, augmenter)
-        if before is not None:
-            before()
-        loss = p.step(x, y)
-        if after is not None:
-            after(idx)
-        if loss is not None:  # summed on the device, read once per block
-            loss_sum += loss.float()
-            losses += 1
-        sizes.append(int(idx.shape[0]))  # the shape is known on the host: no sync
-    synchronize(p.device)
-    return Steps(time.perf_counter() - t0, sizes, loss_sum, losses, time.process_time() - c0)
-
-
-def check_speed_flags(method: str, perf: PerfFlags) -> None:
-    """The speed flags a method's capabilities refuse, in one line (an autocast mode its mechanism cannot keep
-    in float32 is refused by the method itself, when it prepares)."""
-    caps = METHODS.get(method).load().capabilities
-    if caps.own_loop and (perf.amp != "none" or perf.channels_last or perf.compile):
-        raise ConfigError(f"--amp, --channels-last and --compile are not allowed for {method}: it trains in its "
-                          "own loop, which they do not reach")
-    if perf.compile and not caps.compilable:
-        raise ConfigError(f"--compile is not allowed for {method}: {caps.compile_refusal}")
-
-
-def zero_head(model: nn.Module) -> None:
-    """Every run's model starts with its classification head at zero: every class then starts at softmax 1/d for
-    every input, for every method alike. The Dirichlet loss needs it (its gradient scales with s_y, so a class that
-    starts near s_y = 0 can stay dead); De et al. (2022) zero the last layer for DP-SGD too."""
-    head = getattr(model, "head", None)
-    if isinstance(head, nn.Linear):
-        nn.init.zeros_(head.weight)
-        nn.init.zeros_(head.bias)
-
-
-def model_for(config: RunConfig, info: DatasetInfo, norm: str) -> nn.Module:
-    """The configuration's model, untrained, for a data set (dense-input models measure from its blank pixel),
-    widened to read the canaries' own coordinates when the data carry them (an audit's ``canary_inputs``)."""
-    model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
-                        norm=norm, width=config.model_width, input_zero=blank_value(info))
-    if info.canary_inputs:
-        model = CanaryInputs(model, channels=info.channels, extra=info.canary_inputs)
-    return model
-
-
-#: the scattering transform runs fastest on large batches (CPU: 1.15x faster at 4096 than at 1000 images)
-FRONTEND_BATCH = 4096
-#: the last computed frontend features, by (data set, data directory, subset sizes, device, frontend): the
-#: runs of one sweep (seeds, epsilons) compute them once; one entry (MNIST's are about 1.1 GB)
-_FRONTEND_CACHE: dict[tuple, tuple[torch.Tensor, torch.Tensor]] = {}
-
-
-def with_frontend_features(model: nn.Module, data: TensorData, *, augmented: bool, cache_key: tuple | None = None,
-                           progress: bool = False) -> tuple[TensorData, float]:
-    """(the data the run trains and evaluates on, seconds spent making it). A model with a fixed frontend (a
-    parameter-free map of each image, e.g. the scattering transform) gets the frontend's output, computed once, in
-    place of the images, unless the images are augmented per step (each augmented image must pass the frontend).
-    ``cache_key`` names data loaded from disk for this run, whose features may be reused by the next run."""
-    frontend = getattr(model, "frontend", None)
-    if frontend is None or augmented:
-        return data, 0.0
-    if tuple(data.x_train.shape[1:]) == tuple(frontend.out_shape) != tuple(frontend.in_shape):
-        return data, 0.0  # already the frontend's output (an audit that appends rows in feature space)
-    t0 = time.perf_counter()
-    if cache_key is not None:
-        cache_key = (*cache_key, type(frontend).__name__, tuple(frontend.in_shape))
-    if cache_key is not None and cache_key in _FRONTEND_CACHE:
-        x_train, x_test = _FRONTEND_CACHE[cache_key]
-    else:
-        total = data.x_train.shape[0] + data.x_test.shape[0]
-        bar = _progress(total, "the fixed frontend, once per data set", progress, unit="image")
-
-        def mapped(x: torch.Tensor) -> torch.Tensor:
-            parts = []
-            for i in range(0, x.shape[0], FRONTEND_BATCH):
-                parts.append(frontend(x[i : i + FRONTEND_BATCH]))
-                if bar is not None:
-                    bar.update(parts[-1].shape[0])
-            return torch.cat(parts) if parts else x.new_zeros((0, *frontend.out_shape))
-
-        x_train, x_test = mapped(data.x_train), mapped(data.x_test)
-        if bar is not None:
-            bar.close()
-        _FRONTEND_CACHE.clear()
-        if cache_key is not None:
-            _FRONTEND_CACHE[cache_key] = (x_train, x_test)
-    return dataclasses.replace(data, x_train=x_train, x_test=x_test), time.perf_counter() - t0
 
 
 def prepare(resolved: ResolvedRun, perf: PerfFlags | None = None, data: TensorData | None = None, *,
@@ -461,35 +281,12 @@ def _final_metrics(p: Prepared, *, test_accuracy: float, times: list[float], pea
     }
 
 
-class _LoadSampler:
-    """The machine's load average every ``interval`` seconds while an own-loop fit runs (its phases last minutes, so
-    a reading per phase would be too few to tell whether other work shared the cores)."""
-
-    def __init__(self, interval: float = 10.0):
-        self.interval, self.loads = interval, [load_average()]
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while not self._stop.wait(self.interval):
-            self.loads.append(load_average())
-
-    def __enter__(self) -> _LoadSampler:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.loads.append(load_average())
-
-
 def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunResult:
     """A method with its own loop (PATE): timed as one phase, evaluated on the data it names, accounted; its
     contention read as a per-step run's is, from the load average sampled through the fit."""
     config, method = p.config, p.method
     report = _EpochReporter(callback, p.device)
-    with PeakMemory(p.device) as memory, _LoadSampler() as load:
+    with PeakMemory(p.device) as memory, load.LoadSampler() as sampler:
         synchronize(p.device)
         t0, cpu0 = time.perf_counter(), time.process_time()
         report.start()
@@ -507,7 +304,7 @@ def _fit_own_loop(p: Prepared, perf: PerfFlags, callback: RunCallback) -> RunRes
                            epochs=1, steps=out.steps)
     final.update({names.METRIC_EVAL_EXAMPLES: int(out.y_eval.shape[0]), **report.phase_times, **out.metrics,
                   **p.claim.as_metrics(), names.METRIC_CPU_PER_WALL: cpu / elapsed if elapsed > 0 else math.nan})
-    final.update(contention([{names.METRIC_LOAD: x} for x in load.loads], torch.get_num_threads()))
+    final.update(contention([{names.METRIC_LOAD: x} for x in sampler.loads], torch.get_num_threads()))
     return RunResult(p.config, final, [last], p.claim, p.calibration, p.norm, p.lr_info, out.model)
 
 
@@ -539,27 +336,8 @@ def _epoch_metrics(p: Prepared, steps: Steps, steps_done: int, eval_n: int) -> d
         names.METRIC_EPSILON_SPENT: p.method.epsilon_spent(steps_done), names.METRIC_STEPS: steps_done,
         names.METRIC_MEAN_BATCH_SIZE: float(np.mean(steps.sizes)) if steps.sizes else 0.0,
         names.METRIC_CPU_PER_WALL: steps.cpu_seconds / steps.seconds if steps.seconds > 0 else float("nan"),
-        names.METRIC_LOAD: load_average(),
+        names.METRIC_LOAD: load.load_average(),
     }
-
-
-def load_average() -> float:
-    """The machine's 1-minute load average (NaN where the system has none)."""
-    try:
-        return float(os.getloadavg()[0])
-    except (AttributeError, OSError):
-        return float("nan")
-
-
-def contention(history: list[dict[str, float]], threads: int) -> dict[str, float]:
-    """Whether other work shared the cores while the run was timed: the median load average over its timed epochs
-    (the first is warm-up) above the run's own threads plus one busy thread. A 1-minute average lags by about a
-    minute: an epoch just after other work ended can read high, so the median, not the largest, decides."""
-    loads = [h[names.METRIC_LOAD] for h in history[1:] or history if math.isfinite(h.get(names.METRIC_LOAD, math.nan))]
-    if not loads:
-        return {}
-    return {names.METRIC_CONTENDED: float(statistics.median(loads) > threads + 1.0),
-            names.METRIC_MAX_LOAD: max(loads)}
 
 
 def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | None = None,
@@ -585,7 +363,7 @@ def train(p: Prepared, perf: PerfFlags | None = None, callback: RunCallback | No
             step_hook(done[0], idx)
 
     lengths = epoch_lengths(spec.sampling_rate, spec.steps)
-    progress = _progress(len(lengths), f"{config.method} {config.dataset} eps={spec.epsilon:g} seed={config.seed}",
+    progress = progress_bar(len(lengths), f"{config.method} {config.dataset} eps={spec.epsilon:g} seed={config.seed}",
                          perf.progress)
     p.model.train()
     with PeakMemory(p.device) as memory:
@@ -630,12 +408,7 @@ def _check_diverged(config: RunConfig, epoch: int, batches: int, loss: float, sc
                        f"times its scale {scale:.3g} (lr={config.lr:g}, optimizer={config.optimizer}): lower --lr")
 
 
-def _progress(total: int, desc: str, enabled: bool, unit: str = "epoch"):
-    if not enabled:
-        return None
-
-    return tqdm(total=total, desc=desc, unit=unit, leave=False)
-
-
-__all__ = ["ConfigError", "NullCallback", "Prepared", "PrivacyLedgerError", "ResolvedRun", "RunResult", "evaluate",
-           "prepare", "run", "seed_everything", "timed_steps", "train"]
+#: what the harness's callers import from it (the façade: the pieces live in steps, frontend and performance.load)
+__all__ = ["FRONTEND_BATCH", "_FRONTEND_CACHE", "ConfigError", "NullCallback", "Prepared", "PrivacyLedgerError",
+           "ResolvedRun", "RunResult", "Steps", "contention", "evaluate", "load_average", "model_for", "prepare", "run",
+           "seed_everything", "timed_steps", "train", "with_frontend_features"]

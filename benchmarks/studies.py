@@ -30,7 +30,7 @@ from inputdp.methods import METHODS
 from .audits.gradient_canaries import CANARY_KIND as GRADIENT_CANARIES
 from .audits.gradient_canaries import check_canary_rows, check_gradient_canaries, gradient_canary_audit
 from .audits.one_run import audit, design_suffix, free_coordinates, resolve_scores
-from .harness import load_average
+from .performance.load import load_average
 from .performance.speed import measure
 from .resolve import ResolvedRun, check_feasible, resolve
 from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep

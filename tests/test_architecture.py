@@ -230,8 +230,8 @@ class _PassTrace:
     (``__init__``, ``dataclasses.replace``) are not passes; a generator counts once, not at each resumption."""
 
     def __init__(self):
-        from inputdp.benchmarks.harness import Prepared
         from inputdp.benchmarks.resolve import ResolvedRun
+        from inputdp.benchmarks.steps import Prepared
         from inputdp.core.config import RunConfig
 
         self.kinds = (RunConfig, ResolvedRun, Prepared)

@@ -21,7 +21,7 @@ from inputdp.benchmarks.audits.one_run import (
     with_canaries,
 )
 from inputdp.benchmarks.cli import main as cli_main
-from inputdp.benchmarks.harness import model_for
+from inputdp.benchmarks.frontend import model_for
 from inputdp.benchmarks.models import build_model
 from inputdp.benchmarks.models.canary_inputs import CanaryInputs, extra_channels
 from inputdp.benchmarks.resolve import resolve

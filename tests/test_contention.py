@@ -8,7 +8,8 @@ import math
 import pandas as pd
 import pytest
 
-from inputdp.benchmarks.harness import contention, run
+from inputdp.benchmarks.harness import run
+from inputdp.benchmarks.performance.load import contention
 from inputdp.benchmarks.resolve import resolve
 from inputdp.core import names
 from inputdp.core.config import PerfFlags
@@ -47,13 +48,13 @@ def test_a_contended_run_is_left_out_of_the_median_time():
 def test_an_own_loop_run_records_its_contention_too(monkeypatch):
     """PATE trains in its own loop (minutes a phase): the load is sampled through the fit, and a run timed while the
     load stood above its threads + 1 is flagged as a per-step run's is."""
-    from inputdp.benchmarks import harness
+    from inputdp.benchmarks.performance import load
 
-    monkeypatch.setattr(harness._LoadSampler, "__init__", _fast_sampler_init(harness._LoadSampler.__init__))
+    monkeypatch.setattr(load.LoadSampler, "__init__", _fast_sampler_init(load.LoadSampler.__init__))
     perf = PerfFlags(device="cpu", progress=False, threads=1)
     calm = run(resolve(smoke_config("pate", epsilon=8.0)), perf).metrics
     assert calm[names.METRIC_CONTENDED] in (0.0, 1.0) and 0.0 < calm[names.METRIC_CPU_PER_WALL] < 64
-    monkeypatch.setattr(harness, "load_average", lambda: 9.0)  # another job on every core
+    monkeypatch.setattr(load, "load_average", lambda: 9.0)  # another job on every core
     busy = run(resolve(smoke_config("pate", epsilon=8.0)), perf).metrics
     assert busy[names.METRIC_CONTENDED] == 1.0 and busy[names.METRIC_MAX_LOAD] == 9.0
 

@@ -33,7 +33,8 @@ from inputdp.benchmarks.audits.one_run import (
     resolve_scores,
     with_canaries,
 )
-from inputdp.benchmarks.harness import model_for, run
+from inputdp.benchmarks.frontend import model_for
+from inputdp.benchmarks.harness import run
 from inputdp.benchmarks.models import build_model
 from inputdp.benchmarks.resolve import resolve
 from inputdp.benchmarks.tracking import client, experiment_id

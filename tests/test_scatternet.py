@@ -9,7 +9,7 @@ import math
 import pytest
 import torch
 
-from inputdp.benchmarks import harness
+from inputdp.benchmarks import frontend, harness
 from inputdp.benchmarks.models import MODELS, build_model
 from inputdp.benchmarks.models.scatternet import ScatterFrontend
 from inputdp.benchmarks.performance.speed import synthetic_data
@@ -71,7 +71,7 @@ def test_the_harness_trains_on_features_computed_once_and_no_privacy_figure_depe
     """Features replace the images (computed once, reused by the next run of the same data), the run logs the time
     it took, and the privacy claim and spent epsilon are those of the same run on the small CNN: a fixed frontend
     changes no privacy figure."""
-    harness._FRONTEND_CACHE.clear()
+    frontend._FRONTEND_CACHE.clear()
     data = synthetic_data("mnist", 64, "cpu")
     p = harness.prepare(resolve(_config()), PerfFlags(device="cpu", progress=False), data)
     assert tuple(p.data.x_train.shape[1:]) == (81, 7, 7) and tuple(p.data.x_test.shape[1:]) == (81, 7, 7)
@@ -85,14 +85,14 @@ def test_the_harness_trains_on_features_computed_once_and_no_privacy_figure_depe
 
 
 def test_features_of_data_loaded_by_the_run_are_reused_by_the_next_run(monkeypatch):
-    harness._FRONTEND_CACHE.clear()
+    frontend._FRONTEND_CACHE.clear()
     data = synthetic_data("mnist", 40, "cpu")
     monkeypatch.setattr(harness, "load_tensor_data", lambda *a, **k: data)
     perf = PerfFlags(device="cpu", progress=False)
     first = harness.prepare(resolve(_config()), perf)
     second = harness.prepare(resolve(_config(model="scatter_cnn")), perf)
     assert second.data.x_train is first.data.x_train  # the same frontend: its features were not computed again
-    assert len(harness._FRONTEND_CACHE) == 1
+    assert len(frontend._FRONTEND_CACHE) == 1
 
 
 @pytest.mark.parametrize(("method", "augment", "options"), [

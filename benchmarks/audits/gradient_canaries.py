@@ -51,7 +51,8 @@ from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.datasets.facts import data_facts
 from inputdp.methods.fast_clipping import BookKeeping
 
-from ..harness import interrupted, model_for, params_and_tags, prepare, train, with_frontend_features
+from ..frontend import model_for, with_frontend_features
+from ..harness import interrupted, params_and_tags, prepare, train
 from ..resolve import NOT_RESOLVED, ResolvedRun
 from .one_run import ANALYSES, BETA, ScoreOutcome, audit_relation, bound_for_scores, check_no_holdout, epsilon_lower_bound
 

@@ -40,7 +40,8 @@ from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.datasets.registry import user_cache_dir
 
 from ..executors import get_executor
-from ..harness import model_for, run
+from ..frontend import model_for
+from ..harness import run
 from ..resolve import NOT_RESOLVED, ResolvedRun
 from .one_run import (
     BETA,

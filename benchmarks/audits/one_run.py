@@ -32,7 +32,8 @@ from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, load_tensor_data
 
-from ..harness import model_for, run
+from ..frontend import model_for
+from ..harness import run
 from ..resolve import NOT_RESOLVED, ResolvedRun
 from . import fdp_bound
 from .bounds import (

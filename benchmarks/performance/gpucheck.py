@@ -25,11 +25,12 @@ from inputdp.core.errors import ConfigError, one_line
 from inputdp.datasets import dataset_info
 from inputdp.methods import METHODS, reference_method
 
-from ..harness import prepare, timed_steps
+from ..harness import prepare
 from ..models import MODELS
 from ..presets import GPU_CHECK_COMPARE, GPU_CHECK_SHAPES
 from ..resolve import resolve
 from ..sampling import batch_generator, poisson_batches
+from ..steps import timed_steps
 from ..sweep import Overrides, build_config
 from .memory import PeakMemory
 from .speed import synthetic_data

@@ -21,8 +21,9 @@ from inputdp.datasets import TensorData, canonical_name, dataset_info, load_tens
 from inputdp.methods import METHODS, reference_method
 
 from ..executors import spawned_call
-from ..harness import Prepared, prepare, timed_steps
+from ..harness import prepare
 from ..resolve import resolve
+from ..steps import Prepared, timed_steps
 from ..sweep import Overrides, build_config
 from .memory import PeakMemory, current_rss_bytes
 

@@ -28,7 +28,6 @@ from inputdp.core import names
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError, Diverged
 from inputdp.datasets import TensorData, check_holdout, load_tensor_data
-from inputdp.datasets.fingerprint import fingerprint_of_arrays
 from inputdp.methods.base import Calibration, FitContext, PrivacyClaim, TrainingSetup
 
 from .frontend import _FRONTEND_CACHE, FRONTEND_BATCH, model_for, with_frontend_features, zero_head
@@ -36,8 +35,8 @@ from .models import MODELS
 from .performance import load
 from .performance.load import contention, load_average
 from .performance.memory import PeakMemory
-from .resolve import NOT_RESOLVED, ResolvedRun
-from .sampling import batch_generator, epoch_lengths, poisson_batches
+from .resolve import NOT_RESOLVED, ResolvedRun, with_loaded_data
+from .sampling import batch_generator, epoch_lengths, poisson_batches, warn_tiny_batches
 from .steps import (
     Prepared,
     Steps,
@@ -94,14 +93,14 @@ def prepare(resolved: ResolvedRun, perf: PerfFlags | None = None, data: TensorDa
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
                                 train_examples=config.train_examples, test_examples=config.test_examples)
-    stamped = _with_fingerprint(config, data, check=loaded_here)
+    stamped = with_loaded_data(config, data, check=loaded_here)
     if stamped is not config:  # a resolution made without its data (a direct caller's): named by them here
         r = r.with_config(stamped)
     config = r.config
     if config.holdout:
         check_holdout(config.holdout, data.train_size)
     config.privacy.check_delta_for(data.train_size - config.holdout)
-    _warn_tiny_batches(config, data.train_size - config.holdout)
+    warn_tiny_batches(config.dataset, config.privacy.sampling_rate, data.train_size - config.holdout)
     info = data.info
     model = model_for(config, info, r.norm).to(device)
     key = (config.dataset, config.data_dir, config.train_examples, config.test_examples, device) if loaded_here else None
@@ -124,34 +123,6 @@ def prepare(resolved: ResolvedRun, perf: PerfFlags | None = None, data: TensorDa
     step_model = method.compile(model) if perf.compile else None
     return Prepared(r, device, data, method, model, optimizer, lr_info, perf, initial_state, step_model,
                     frontend_seconds)
-
-
-_WARNED: set[tuple[str, float, int]] = set()
-
-
-def _warn_tiny_batches(config: RunConfig, n: int) -> None:
-    """A preset's q meant for 50,000 examples, applied to a few hundred, gives batches of one or two: said once."""
-    q = config.privacy.sampling_rate
-    key = (config.dataset, q, n)
-    if q * n < 4 and key not in _WARNED:
-        _WARNED.add(key)
-        print(f"warning: the expected batch is q*n = {q:g}*{n} = {q * n:.1f} examples; a preset's q suits the data "
-              "sets it names (give --sampling-rate for yours)", file=sys.stderr)
-
-
-def _with_fingerprint(config: RunConfig, data: TensorData, *, check: bool) -> RunConfig:
-    """The run's configuration names the data it trains on: the loaded data's fingerprint fills an empty one, and a
-    configuration stamped with other data than those the harness loaded (files changed since) is refused. Data
-    handed in by the caller (an audit's, with its canaries) are the caller's to name."""
-    if config.data_fingerprint and not check:
-        return config
-    found = data.fingerprint or fingerprint_of_arrays((data.x_train, data.y_train, data.x_test, data.y_test))
-    if not config.data_fingerprint:
-        return config.replace(data_fingerprint=found)
-    if config.data_fingerprint != found:
-        raise ConfigError(f"data set {config.dataset!r} has changed since this run was configured: its content "
-                          f"fingerprint is {found}, the configuration names {config.data_fingerprint}; start it again")
-    return config
 
 
 def params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 
 import torch
@@ -89,3 +90,16 @@ def batch_size_interval(n: int, sampling_rate: float, z: float = 6.0) -> tuple[i
     mean = n * sampling_rate
     sd = math.sqrt(n * sampling_rate * (1 - sampling_rate))
     return max(0, math.floor(mean - z * sd)), math.ceil(mean + z * sd)
+
+
+_WARNED: set[tuple[str, float, int]] = set()
+
+
+def warn_tiny_batches(dataset: str, q: float, n: int) -> None:
+    """A preset's q meant for 50,000 examples, applied to a few hundred, gives batches of one or two: said once per
+    (data set, q, n), on stderr."""
+    key = (dataset, q, n)
+    if q * n < 4 and key not in _WARNED:
+        _WARNED.add(key)
+        print(f"warning: the expected batch is q*n = {q:g}*{n} = {q * n:.1f} examples; a preset's q suits the data "
+              "sets it names (give --sampling-rate for yours)", file=sys.stderr)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import torch
+from torch import nn
 
 
 def _windows(padded: torch.Tensor, h: int, w: int, pad: int, generator: torch.Generator, *,
@@ -56,3 +57,32 @@ def cutout(x: torch.Tensor, generator: torch.Generator, size: int, fill: torch.T
     half = size // 2
     inside = ((ys - cy).abs() <= half) & ((xs - cx).abs() <= half)  # n, h, w
     return torch.where(inside.unsqueeze(1), fill.view(1, c, 1, 1).to(x.dtype), x)
+
+
+#: the kinds of DP-SGD's augmentation multiplicity (``augmult_kind``; "auto": crop-and-flip for colour images, a
+#: shift for one-channel ones)
+AUGMULT_KINDS = ("auto", "shift", "crop_flip")
+
+
+def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generator) -> torch.Tensor:
+    """(B, C, H, W) -> (B * K, C, H, W): K augmented copies of each image, an image's copies next to each other."""
+
+    rep = x.repeat_interleave(k, dim=0)
+    if kind == "auto":
+        kind = "crop_flip" if x.shape[1] == 3 else "shift"
+    if kind == "crop_flip":
+        return random_crop_flip(rep, generator)
+    # each copy's own darkest value per channel fills what comes into view: a fill taken over the batch would make
+    # one example's gradient depend on another's pixels, and the sensitivity would no longer be C
+    return shift(rep, generator, 4, rep.amin(dim=(2, 3)))
+
+
+
+
+def average_copies(model: nn.Module, k: int) -> None:
+    """Per-example gradients of B * K augmented rows -> B rows, each the mean over its example's K copies (rows
+    k*i .. k*i + K - 1): what is then clipped is one vector per example."""
+    for p in model.parameters():
+        gs = getattr(p, "grad_sample", None)
+        if isinstance(gs, torch.Tensor):
+            p.grad_sample = gs.view(gs.shape[0] // k, k, *gs.shape[1:]).mean(dim=1)

@@ -29,21 +29,22 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
 
 from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELATIONS, REPLACE_INPUT, ZERO_OUT
 from inputdp.core.errors import ConfigError
-from inputdp.methods.augment import random_crop_flip, shift
+from inputdp.methods.augment import AUGMULT_KINDS, augment_copies, average_copies
 
 from . import noise
 from .accounting.events import Release, subsampled_gaussian_steps
-from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, PrivacyClaim, ReleaseTrials, TrainingSetup
+from .base import Calibration, Capabilities, PrivacyClaim, ReleaseTrials, TrainingSetup
+from .dpsgd_mechanism import one_step_trials
 from .fast_clipping import BKOptimizer, BookKeeping
 from .frozen_norm import frozen_norms, release_statistics
 from .subsampled_gaussian import SubsampledGaussianMethod
+from .weight_standardisation import standardise_weights
 
 # Opacus hooks every trainable layer with a full backward hook; where a layer's input needs no gradient (the first
 # layer on the data, or a layer after a fixed frontend), PyTorch warns that the hook fires with respect to the
@@ -55,46 +56,6 @@ warnings.filterwarnings("ignore", message="Full backward hook is firing when gra
 GRAD_SAMPLE_MODES = ("auto", "hooks", "functorch", "ghost", "bk")
 #: the modes that are Opacus' own (``bk`` is the suite's book-keeping clipping, methods/fast_clipping.py)
 OPACUS_MODES = ("hooks", "functorch", "ghost")
-AUGMULT_KINDS = ("auto", "shift", "crop_flip")
-
-
-class WSConv2d(nn.Conv2d):
-    """A convolution whose weight is standardised per output channel in the forward pass (weight standardisation,
-    Qiao et al. 2019). Opacus computes its per-example gradients with functorch (no hand-written sampler)."""
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        w = self.weight
-        mean = w.mean(dim=(1, 2, 3), keepdim=True)
-        var = w.var(dim=(1, 2, 3), keepdim=True, unbiased=False)
-        return self._conv_forward(x, (w - mean) / torch.sqrt(var + 1e-5), self.bias)
-
-
-def standardise_weights(model: nn.Module) -> nn.Module:
-    """Every nn.Conv2d of ``model`` replaced, in place, by a :class:`WSConv2d` holding the same parameters."""
-    for name, child in list(model.named_children()):
-        if type(child) is nn.Conv2d:
-            ws = WSConv2d(child.in_channels, child.out_channels, child.kernel_size, stride=child.stride,
-                          padding=child.padding, dilation=child.dilation, groups=child.groups,
-                          bias=child.bias is not None, padding_mode=child.padding_mode)
-            ws.weight = child.weight
-            ws.bias = child.bias
-            setattr(model, name, ws)
-        else:
-            standardise_weights(child)
-    return model
-
-
-def augment_copies(x: torch.Tensor, k: int, kind: str, generator: torch.Generator) -> torch.Tensor:
-    """(B, C, H, W) -> (B * K, C, H, W): K augmented copies of each image, an image's copies next to each other."""
-
-    rep = x.repeat_interleave(k, dim=0)
-    if kind == "auto":
-        kind = "crop_flip" if x.shape[1] == 3 else "shift"
-    if kind == "crop_flip":
-        return random_crop_flip(rep, generator)
-    # each copy's own darkest value per channel fills what comes into view: a fill taken over the batch would make
-    # one example's gradient depend on another's pixels, and the sensitivity would no longer be C
-    return shift(rep, generator, 4, rep.amin(dim=(2, 3)))
 
 
 class DPSGD(SubsampledGaussianMethod):
@@ -363,7 +324,7 @@ class DPSGD(SubsampledGaussianMethod):
             loss.backward()
             _per_example_gradients_in_float32(model)
             if k and n:
-                _average_copies(model, k)
+                average_copies(model, k)
             if canaries is not None and i == 0:
                 canaries.append_rows(optimizer)
             if i < len(starts) - 1:
@@ -376,59 +337,8 @@ class DPSGD(SubsampledGaussianMethod):
 
     def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
                        progress: Callable[[str], None] | None = None, columns: int = 2000) -> list[ReleaseTrials]:
-        """One step of this DP-SGD per trial (its own ``prepare`` and ``train_step``) on a linear model whose inputs
-        are scaled basis vectors, so each canary's clipped gradient is a Dirac of norm exactly C in a weight column no
-        other example touches (Nasr et al. 2023): ``columns`` trials a step, half the columns in each world (the
-        canary present / absent, or x / -x with its label kept); the step's parameter change is the release. The
-        claim's event is the run's T Poisson-subsampled Gaussian steps at rate q under the run's relation; the pair's
-        shift is 1 (present / absent) or 2 (x / -x) in units of C."""
-        spec, _ = self._need_calibration()
-        clip = float(self.options["max_grad_norm"])
-        torch.manual_seed(seed)
-        half = columns // 2
-        model: nn.Module = nn.Sequential(nn.Linear(columns, 2, bias=False))
-        nn.init.zeros_(model[0].weight)
-        optimizer: Any = torch.optim.SGD(model.parameters(), lr=1.0)
-        setup = TrainingSetup(spec=spec, train_size=max(1, round(half / spec.sampling_rate)), num_classes=2,
-                              device="cpu", grad_sample_mode="hooks")
-        model, optimizer = self.begin(model, optimizer, setup)
-        expected = optimizer.expected_batch_size  # what the optimizer divides the noisy sum by
-        weight = self.unwrap(model)[0].weight
-        scale = 100.0 * clip  # the input's norm: its gradient (norm scale x 0.71 at uniform logits) is clipped to C
-        # label 0 at uniform logits: d loss / d W[:, j] = x_j (-1/2, 1/2); after the step W[:, j] = -grad
-        direction = torch.tensor([1.0, -1.0]) / math.sqrt(2.0)
-        replace = self.relation == REPLACE_INPUT
-        s_in, s_out = [], []
-        steps = max(1, math.ceil(trials / half))
-        cols = torch.arange(columns)
-        for step in range(steps):
-            world = torch.zeros(columns, dtype=torch.bool)
-            world[torch.randperm(columns)[:half]] = True
-            if replace:  # every column holds one example: x_j, or its replacement -x_j
-                rows, signs = cols, torch.where(world, 1.0, -1.0)
-            else:  # the canary present, or absent
-                rows, signs = cols[world], torch.ones(int(world.sum()))
-            x = torch.zeros(len(rows), columns)
-            x[torch.arange(len(rows)), rows] = signs * scale
-            with torch.no_grad():
-                weight.zero_()
-            self.train_step(model, optimizer, x, torch.zeros(len(rows), dtype=torch.long))
-            with torch.no_grad():  # in units of C: N(shift, sigma^2), shift 1 (or +1 / -1 replaced)
-                release = (weight.detach().T @ direction * expected / clip + (1.0 if replace else 0.0)).numpy()
-                weight.zero_()
-            s_in.append(release[world.numpy()])
-            s_out.append(release[~world.numpy()])
-            if progress and (step + 1) % max(1, steps // 10) == 0:
-                progress(f"{self.name}: step {step + 1}/{steps}")
-        from dp_accounting import dp_event
-
-        shift = 2.0 if replace else 1.0
-        # what the claim composes: T Poisson-subsampled steps of a Gaussian of noise multiplier 1 (sensitivity C)
-        step = dp_event.PoissonSampledDpEvent(spec.sampling_rate, dp_event.GaussianDpEvent(1.0))
-        return [ReleaseTrials(release=f"one step (grad_sample_mode={self.mode})", relation=self.relation,
-                              scores_in=np.concatenate(s_in), scores_out=np.concatenate(s_out),
-                              event=dp_event.SelfComposedDpEvent(step, spec.steps), shift=shift,
-                              event_relation=self.relation, thresholds=tuple(t * shift for t in AUDIT_THRESHOLDS))]
+        """One step of this DP-SGD per trial on Dirac canaries (methods/dpsgd_mechanism.py)."""
+        return one_step_trials(self, trials=trials, seed=seed, progress=progress, columns=columns)
 
     def _bk_step(self, model, optimizer, x, y):
         """Book-keeping: one forward and one backward pass per group of rows give the clipped sum (fast_clipping.py);
@@ -476,15 +386,6 @@ def _per_example_gradients_in_float32(model: nn.Module) -> None:
         gs = getattr(p, "grad_sample", None)
         if isinstance(gs, torch.Tensor) and gs.dtype != p.dtype:
             p.grad_sample = gs.to(p.dtype)
-
-
-def _average_copies(model: nn.Module, k: int) -> None:
-    """Per-example gradients of B * K augmented rows -> B rows, each the mean over its example's K copies (rows
-    k*i .. k*i + K - 1): what is then clipped is one vector per example."""
-    for p in model.parameters():
-        gs = getattr(p, "grad_sample", None)
-        if isinstance(gs, torch.Tensor):
-            p.grad_sample = gs.view(gs.shape[0] // k, k, *gs.shape[1:]).mean(dim=1)
 
 
 def _noise_only_step(model: nn.Module, optimizer, canaries: Any = None) -> None:

@@ -11,9 +11,11 @@ from torch import nn
 from inputdp.benchmarks.resolve import resolve
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
+from inputdp.methods import augment
 from inputdp.methods import dpsgd as dpsgd_module
 from inputdp.methods.base import TrainingSetup
-from inputdp.methods.dpsgd import DPSGD, WSConv2d, standardise_weights
+from inputdp.methods.dpsgd import DPSGD
+from inputdp.methods.weight_standardisation import WSConv2d, standardise_weights
 
 SPEC = PrivacySpec(epsilon=2.0, delta=1e-5, sampling_rate=0.01, steps=500)
 SETUP = TrainingSetup(spec=SPEC, train_size=400, num_classes=3, device="cpu")
@@ -97,10 +99,10 @@ def test_augmult_clips_the_mean_of_each_examples_copies(monkeypatch):
 def test_augment_copies_are_shifts_or_crops_of_the_image():
     g = torch.Generator().manual_seed(0)
     x = torch.rand(5, 1, 12, 12)
-    out = dpsgd_module.augment_copies(x, 4, "auto", g)
+    out = augment.augment_copies(x, 4, "auto", g)
     assert out.shape == (20, 1, 12, 12)
     assert not torch.equal(out[0], out[1]) or not torch.equal(out[1], out[2])  # the copies differ
-    colour = dpsgd_module.augment_copies(torch.rand(2, 3, 8, 8), 2, "auto", g)
+    colour = augment.augment_copies(torch.rand(2, 3, 8, 8), 2, "auto", g)
     assert colour.shape == (4, 3, 8, 8)
 
 
@@ -191,8 +193,8 @@ def test_an_examples_copies_do_not_depend_on_the_other_examples(channels):
     x = torch.rand(4, channels, 10, 10)
     other = x.clone()
     other[1:] = torch.rand(3, channels, 10, 10) * 5 - 2
-    a = dpsgd_module.augment_copies(x, 3, "auto", torch.Generator().manual_seed(3))
-    b = dpsgd_module.augment_copies(other, 3, "auto", torch.Generator().manual_seed(3))
+    a = augment.augment_copies(x, 3, "auto", torch.Generator().manual_seed(3))
+    b = augment.augment_copies(other, 3, "auto", torch.Generator().manual_seed(3))
     torch.testing.assert_close(a[:3], b[:3], rtol=0, atol=0)
     fill = x[0].amin(dim=(1, 2))
     if channels == 1:  # what came into view is the image's own darkest value

@@ -35,7 +35,7 @@ from .models import MODELS
 from .performance import load
 from .performance.load import contention, load_average
 from .performance.memory import PeakMemory
-from .resolve import NOT_RESOLVED, ResolvedRun, with_loaded_data
+from .resolve import NOT_RESOLVED, ResolvedRun
 from .sampling import batch_generator, epoch_lengths, poisson_batches, warn_tiny_batches
 from .steps import (
     Prepared,
@@ -93,9 +93,10 @@ def prepare(resolved: ResolvedRun, perf: PerfFlags | None = None, data: TensorDa
     if data is None:
         data = load_tensor_data(config.dataset, data_dir=config.data_dir, device=device,
                                 train_examples=config.train_examples, test_examples=config.test_examples)
-    stamped = with_loaded_data(config, data, check=loaded_here)
-    if stamped is not config:  # a resolution made without its data (a direct caller's): named by them here
-        r = r.with_config(stamped)
+    if loaded_here or not config.data_fingerprint:  # data handed in by an audit (its canaries) are the caller's to name
+        found = data.checked_fingerprint(config.dataset, config.data_fingerprint)
+        if found != config.data_fingerprint:  # a resolution made without its data (a direct caller's): named here
+            r = r.with_config(config.replace(data_fingerprint=found))
     config = r.config
     if config.holdout:
         check_holdout(config.holdout, data.train_size)

@@ -22,9 +22,8 @@ from inputdp.core import names
 from inputdp.core.claims import Calibration, PrivacyClaim
 from inputdp.core.config import PerfFlags, RunConfig, precision
 from inputdp.core.errors import ConfigError
-from inputdp.datasets import TensorData, check_holdout
+from inputdp.datasets import check_holdout
 from inputdp.datasets.facts import data_facts
-from inputdp.datasets.fingerprint import fingerprint_of_arrays
 from inputdp.methods import METHODS, create_method
 from inputdp.methods.accounting import accounting_version
 from inputdp.methods.base import Method
@@ -164,21 +163,6 @@ def with_checked_data(config: RunConfig) -> RunConfig:
         check_holdout(config.holdout, n)
     config.privacy.check_delta_for(n - config.holdout)
     return config if config.data_fingerprint else config.replace(data_fingerprint=facts.fingerprint)
-
-
-def with_loaded_data(config: RunConfig, data: TensorData, *, check: bool) -> RunConfig:
-    """The run's configuration names the data it trains on: the loaded data's fingerprint fills an empty one, and a
-    configuration stamped with other data than those the harness loaded (files changed since) is refused. Data
-    handed in by the caller (an audit's, with its canaries) are the caller's to name (``check`` False)."""
-    if config.data_fingerprint and not check:
-        return config
-    found = data.fingerprint or fingerprint_of_arrays((data.x_train, data.y_train, data.x_test, data.y_test))
-    if not config.data_fingerprint:
-        return config.replace(data_fingerprint=found)
-    if config.data_fingerprint != found:
-        raise ConfigError(f"data set {config.dataset!r} has changed since this run was configured: its content "
-                          f"fingerprint is {found}, the configuration names {config.data_fingerprint}; start it again")
-    return config
 
 
 def check_feasible(configs: Sequence[RunConfig], *, check_data: bool = True) -> list[ResolvedRun]:

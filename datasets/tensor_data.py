@@ -43,6 +43,15 @@ class TensorData:
     def shape(self) -> tuple[int, int, int]:
         return tuple(self.x_train.shape[1:])  # type: ignore[return-value]
 
+    def checked_fingerprint(self, name: str, expected: str = "") -> str:
+        """The arrays' content fingerprint; refused in one line where ``expected`` (a configuration's) names other
+        data than these (the files changed since the run was configured)."""
+        found = self.fingerprint or fingerprint_of_arrays((self.x_train, self.y_train, self.x_test, self.y_test))
+        if expected and expected != found:
+            raise ConfigError(f"data set {name!r} has changed since this run was configured: its content fingerprint "
+                              f"is {found}, the configuration names {expected}; start it again")
+        return found
+
     def hold_out(self, n: int) -> TensorData:
         """``n`` training examples, drawn with a fixed seed (the same for every run), become the evaluation split
         and leave training; the test split is set aside. What a recipe search should be judged on."""

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import torch
@@ -14,13 +14,11 @@ from torch import nn
 from inputdp.core.claims import REPLACE_INPUT
 
 from .base import AUDIT_THRESHOLDS, ReleaseTrials, TrainingSetup
-
-if TYPE_CHECKING:
-    from .dpsgd import DPSGD
+from .subsampled_gaussian import SubsampledGaussianMethod
 
 
-def one_step_trials(method: DPSGD, *, trials: int, seed: int, progress: Callable[[str], None] | None = None,
-                    columns: int = 2000) -> list[ReleaseTrials]:
+def one_step_trials(method: SubsampledGaussianMethod, *, trials: int, seed: int,
+                    progress: Callable[[str], None] | None = None, columns: int = 2000) -> list[ReleaseTrials]:
     """One step of ``method`` (a calibrated DP-SGD: its own ``prepare`` and ``train_step``) per trial on a linear
     model whose inputs are scaled basis vectors, so each canary's clipped gradient is a Dirac of norm exactly C in a
     weight column no other example touches (Nasr et al. 2023): ``columns`` trials a step, half the columns in each

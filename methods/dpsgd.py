@@ -125,7 +125,7 @@ class DPSGD(SubsampledGaussianMethod):
         self._augmenter = torch.Generator()
         self._bk = None
         self._noise_source = ""
-        #: the white-box gradient-canary audit's hook (benchmarks/audits/gradient_canaries.py); None outside that
+        #: the white-box gradient-canary audit's hook (benchmarks/audits/canary_gradients.py); None outside that
         #: audit. It takes the canary rows out of each batch before the forward pass (``split``) and puts their
         #: per-example gradients, on coordinates of their own, beside the batch's (``append_rows`` for Opacus'
         #: clipping, ``add_clipped_sum`` for book-keeping's), so that this optimizer clips, noises and steps them

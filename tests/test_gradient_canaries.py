@@ -13,12 +13,11 @@ import torch
 from scipy import stats
 from torch.optim.optimizer import register_optimizer_step_pre_hook
 
+from inputdp.benchmarks.audits.canary_gradients import RAW_NORM, CanaryGradients, step_log_likelihood_ratio
 from inputdp.benchmarks.audits.gradient_canaries import (
     GRID_FRACTIONS,
     PRIMARY,
-    RAW_NORM,
     SCORES,
-    CanaryGradients,
     GradientCanaryResult,
     canaries_csv,
     canary_training_set,
@@ -27,7 +26,6 @@ from inputdp.benchmarks.audits.gradient_canaries import (
     count_tests,
     gradient_canary_audit,
     guess_grid,
-    step_log_likelihood_ratio,
 )
 from inputdp.benchmarks.audits.one_run import BETA, bound_for_scores
 from inputdp.benchmarks.cli import main as cli_main

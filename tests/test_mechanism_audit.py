@@ -18,6 +18,7 @@ from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.resolve import check_feasible
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
+from inputdp.methods.accounting import events as ev
 
 SPEC = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=256 / 60000, steps=2000)
 
@@ -70,8 +71,8 @@ def test_gdp_mu_is_the_gaussian_mechanism_that_meets_the_claim(mu):
     delta = 1e-5
     eps = pld.from_gaussian_mechanism(standard_deviation=1.0 / mu, value_discretization_interval=1e-4
                                       ).get_epsilon_for_delta(delta)
-    assert ma.gdp_mu(eps, delta) == pytest.approx(mu, rel=2e-3)
-    assert ma.gdp_delta(ma.gdp_mu(eps, delta), eps) == pytest.approx(delta, rel=1e-6)
+    assert ev.gdp_mu(eps, delta) == pytest.approx(mu, rel=2e-3)
+    assert ev.gdp_delta(ev.gdp_mu(eps, delta), eps) == pytest.approx(delta, rel=1e-6)
 
 
 def test_gaussians_compose_exactly_as_dp_accountings_pld_says():
@@ -81,9 +82,9 @@ def test_gaussians_compose_exactly_as_dp_accountings_pld_says():
 
     event = dp_event.SelfComposedDpEvent(dp_event.ComposedDpEvent(
         [dp_event.GaussianDpEvent(1 / math.sqrt(2)), dp_event.GaussianDpEvent(3.0)]), 50)
-    s, how = ma.allowed_noise(event, epsilon=2.0, delta=1e-5)
+    s, how = ev.allowed_noise(event, epsilon=2.0, delta=1e-5)
     assert how.startswith("exact composition")
-    eps = ma.pld_epsilon(ma.scaled_event(event, s), delta=1e-5, relation="add_remove")
+    eps = ev.pld_epsilon(ev.scaled_event(event, s), delta=1e-5, relation="add_remove")
     assert eps == pytest.approx(2.0, abs=5e-3)
 
 
@@ -100,16 +101,16 @@ def test_allowed_noise_of_a_subsampled_gaussian_meets_the_claim_and_no_less_does
 
     q, steps, eps, delta = 0.02, 100, 1.0, 1e-5
     event = dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(q, dp_event.GaussianDpEvent(1.0)), steps)
-    s, how = ma.allowed_noise(event, epsilon=eps, delta=delta, relation=relation)
+    s, how = ev.allowed_noise(event, epsilon=eps, delta=delta, relation=relation)
     assert how.startswith("dp_accounting PLD")
-    at = ma.pld_epsilon(ma.scaled_event(event, s), delta=delta, relation=relation)
+    at = ev.pld_epsilon(ev.scaled_event(event, s), delta=delta, relation=relation)
     assert at == pytest.approx(eps, abs=2e-3)
-    assert ma.pld_epsilon(ma.scaled_event(event, 0.99 * s), delta=delta, relation=relation) > eps
+    assert ev.pld_epsilon(ev.scaled_event(event, 0.99 * s), delta=delta, relation=relation) > eps
     suite = gaussian_noise_multiplier_pld(epsilon=eps, delta=delta, sampling_rate=q, steps=steps, relation=relation)
     assert s <= suite * (1 + 2e-4) and suite < 1.005 * s
     if relation == "add_remove":
         rdp = RdpAccountant()
-        rdp.compose(ma.scaled_event(event, s))
+        rdp.compose(ev.scaled_event(event, s))
         assert rdp.get_epsilon(delta) > eps
 
 

@@ -11,8 +11,9 @@ from torch import nn
 
 from inputdp.benchmarks.resolve import check_feasible, resolve
 from inputdp.methods.pate import analysis
-from inputdp.methods.pate.smooth_sensitivity import _renyi_gaussians as _renyi
-from inputdp.methods.pate.smooth_sensitivity import gnss_exact_rdp, gnss_rdp, release_cost, smooth_sensitivity
+from inputdp.methods.pate.gnss import _renyi_gaussians as _renyi
+from inputdp.methods.pate.gnss import gnss_exact_rdp, gnss_rdp, release_cost
+from inputdp.methods.pate.smooth_sensitivity import smooth_sensitivity
 from inputdp.methods.pate.teachers import TeacherEnsemble
 
 ORDERS = np.array([2.0, 3.5, 8.0, 14.0, 20.0, 40.0])

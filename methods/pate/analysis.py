@@ -89,3 +89,26 @@ def rdp_threshold_data_dependent(threshold: float, sigma1: float, max_vote: floa
     lp = log_pr_answered(threshold, sigma1, max_vote)
     logq = min(lp, _log1mexp(lp))
     return rdp_data_dependent(logq, math.sqrt(2.0) * sigma1, orders)
+
+
+def queries_event(queries: int, noise: dict[str, float], *, unit: str):
+    """The data-independent claim as a dp_accounting event: ``queries`` times a GNMax answer (the histogram moves by
+    sqrt2 for one vote: a Gaussian of noise multiplier sigma2 / sqrt2) and, where there is one, a threshold check
+    (sensitivity 1: sigma1), with the release ``unit`` names ("sigma1" or "sigma2") at noise 1 and the other in its
+    ratio to it."""
+    from dp_accounting import dp_event
+
+    parts = [dp_event.GaussianDpEvent(noise["sigma2"] / math.sqrt(2.0) / noise[unit])]
+    if "sigma1" in noise:
+        parts.append(dp_event.GaussianDpEvent(noise["sigma1"] / noise[unit]))
+    return dp_event.SelfComposedDpEvent(dp_event.ComposedDpEvent(parts), int(queries))
+
+
+def data_independent_rdp(*, queries: int, answers: int, sigma1: float | None, sigma2: float,
+                         orders: np.ndarray = ORDERS) -> np.ndarray:
+    """The data-independent RDP at ``orders`` of ``answers`` GNMax answers and, with ``sigma1``, ``queries``
+    threshold checks."""
+    rdp = answers * rdp_gnmax_data_independent(sigma2, orders)
+    if sigma1 is not None:
+        rdp = rdp + queries * rdp_threshold_data_independent(sigma1, orders)
+    return rdp

@@ -44,34 +44,16 @@ from .. import noise as noise_source
 from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon, rdp_to_epsilon_classic
 from ..base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from . import aggregators, analysis
-from .smooth_sensitivity import sanitise, smooth_sensitivity
+from .analysis import data_independent_rdp
+from .gnss import sanitise
+from .mechanism import vote_trials
+from .smooth_sensitivity import smooth_sensitivity
 from .student import train_semi_supervised, train_supervised
 from .teachers import train_teachers
 
 AGGREGATORS = ("gnmax", "confident", "interactive")
 STUDENTS = ("supervised", "semi_supervised")
 PUBLIC_SPLIT_SEED = 4242
-
-
-def _queries_event(queries: int, noise: dict[str, float], *, unit: str):
-    """The data-independent claim as a dp_accounting event: ``queries`` times a GNMax answer (the histogram moves by
-    sqrt2 for one vote: a Gaussian of noise multiplier sigma2 / sqrt2) and, where there is one, a threshold check
-    (sensitivity 1: sigma1), with the release ``unit`` names ("sigma1" or "sigma2") at noise 1 and the other in its
-    ratio to it."""
-    from dp_accounting import dp_event
-
-    parts = [dp_event.GaussianDpEvent(noise["sigma2"] / math.sqrt(2.0) / noise[unit])]
-    if "sigma1" in noise:
-        parts.append(dp_event.GaussianDpEvent(noise["sigma1"] / noise[unit]))
-    return dp_event.SelfComposedDpEvent(dp_event.ComposedDpEvent(parts), int(queries))
-
-
-def data_independent_rdp(*, queries: int, answers: int, sigma1: float | None, sigma2: float,
-                         orders: np.ndarray = analysis.ORDERS) -> np.ndarray:
-    rdp = answers * analysis.rdp_gnmax_data_independent(sigma2, orders)
-    if sigma1 is not None:
-        rdp = rdp + queries * analysis.rdp_threshold_data_independent(sigma1, orders)
-    return rdp
 
 
 class PATE(Method):
@@ -183,37 +165,9 @@ class PATE(Method):
 
     def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
                        progress: Callable[[str], None] | None = None) -> list[ReleaseTrials]:
-        """The GNMax answer and the threshold check (``aggregators``), each on the vote histograms that k teachers'
-        votes move across its decision boundary: (n + k, n) against (n, n + k) for the answer (the difference moves
-        by 2k against noise sigma2 sqrt 2: claimed mu k sqrt 2 / sigma2), a top count T + k/2 against T - k/2 for
-        the check (k / sigma1). One vote (k = 1) is the claim's own pair, but at PATE's noise it moves the answer's
-        odds by about 1 / sigma2: no affordable number of trials resolves that, so k makes the claimed mu about 1.
-        A Gaussian's claim for a group of k is exactly k times one's: the noise is what is audited (THEORY.md). The
-        claim's event is every query's threshold check and answer, each a Gaussian (``_queries_event``)."""
-        rng = np.random.default_rng(seed)
-        sigma2, claimed2 = self.calibration.noise["sigma2"], claimed.noise["sigma2"]
-        k = max(1, round(claimed2 / math.sqrt(2.0)))
-        n = 10.0 * claimed2 + k  # far above 0: the answer is one of the two classes
-        a_in = aggregators.gnmax(np.tile([n + k, n], (trials, 1)), sigma2, rng)
-        a_out = aggregators.gnmax(np.tile([n, n + k], (trials, 1)), sigma2, rng)
-        out = [ReleaseTrials(release=f"one GNMax answer, {k} teachers' votes moved", relation="k votes moved",
-                             scores_in=(a_in == 0).astype(float), scores_out=(a_out == 0).astype(float),
-                             event=_queries_event(self.options["queries"], claimed.noise, unit="sigma2"),
-                             shift=k * math.sqrt(2.0), thresholds=(0.5,))]
-        if "sigma1" in claimed.noise:
-            threshold = float(self.options["threshold"])
-            sigma1, claimed1 = self.calibration.noise["sigma1"], claimed.noise["sigma1"]
-            k1 = max(1, round(claimed1))
-            low = threshold - k1 / 2 - 10 * claimed1  # the other class: never the top count in either world
-            _, p_in = aggregators.confident_gnmax(np.tile([threshold + k1 / 2, low], (trials, 1)), threshold,
-                                                  sigma1, sigma2, rng)
-            _, p_out = aggregators.confident_gnmax(np.tile([threshold - k1 / 2, low], (trials, 1)), threshold,
-                                                   sigma1, sigma2, rng)
-            out.append(ReleaseTrials(release=f"one threshold check, {k1} teachers' votes moved",
-                                     relation="k votes moved", scores_in=p_in.astype(float),
-                                     scores_out=p_out.astype(float), shift=float(k1), thresholds=(0.5,),
-                                     event=_queries_event(self.options["queries"], claimed.noise, unit="sigma1")))
-        return out
+        """The GNMax answer and the threshold check on histograms that k teachers' votes move (pate/mechanism.py)."""
+        return vote_trials(self.calibration.noise, claimed.noise, queries=self.options["queries"],
+                           threshold=float(self.options["threshold"]), trials=trials, seed=seed)
 
     def epsilon_spent(self, steps_done: int) -> float:
         """The data-independent epsilon of the first ``steps_done`` queries, every one counted as answered (each

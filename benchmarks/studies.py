@@ -11,13 +11,9 @@ study run again starts nothing: every configuration and audit is found FINISHED 
 
 from __future__ import annotations
 
-import dataclasses
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
-
-import torch
 
 from inputdp.core import names
 from inputdp.core.claims import NULL
@@ -30,11 +26,10 @@ from inputdp.methods import METHODS
 from .audits.gradient_canaries import CANARY_KIND as GRADIENT_CANARIES
 from .audits.gradient_canaries import check_canary_rows, check_gradient_canaries, gradient_canary_audit
 from .audits.one_run import audit, design_suffix, free_coordinates, resolve_scores
-from .performance.load import load_average
-from .performance.speed import measure
+from .performance import speed
 from .resolve import ResolvedRun, check_feasible, resolve
 from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep
-from .tracking import MLflowTracker, log_finished_run, open_store, parent_run, run_name, runs_with_key, span_parent
+from .tracking import MLflowTracker, parent_run, run_name, span_parent
 
 #: the entry-point group installed packages use to add studies
 ENTRY_POINT_GROUP = "inputdp.studies"
@@ -226,10 +221,6 @@ def configurations(study: Study, data_dir: str | None = None, *, check_data: boo
     return check_feasible(expanded(study, data_dir), check_data=check_data)
 
 
-def _finished(mlflow_client, exp: str, key: str) -> bool:
-    return any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp, key))
-
-
 def audit_key(r: ResolvedRun, plan: AuditPlan) -> str:
     """The store key of a one-run audit of ``r`` (what ``bench audit`` tags it with)."""
     return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}{design_suffix(r.claim)}"
@@ -368,44 +359,22 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
 
 
 def speed_key(part: StudyPart, perf: PerfFlags) -> str:
-    """The store key of a part's speed measurement: its data, preset, methods, steps and threads."""
-
-    methods = part.methods if isinstance(part.methods, str) else ",".join(part.methods)
-    return (f"speed:{part.dataset}:{part.preset}:{methods}:{part.speed_steps}:"
-            f"{perf.threads or torch.get_num_threads()}:{perf.resolve_device()}")
+    """The store key of a part's speed measurement (performance/speed.py's ``speed_key`` of its declaration)."""
+    return speed.speed_key(part.dataset, part.preset, _methods_text(part), part.speed_steps, perf)
 
 
 def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: PerfFlags, parent: str,
               data_dir: str | None = None) -> bool:
-    """The part's per-step methods timed interleaved against the reference (``bench speed``), logged as its own
-    run with each method's median ratio and the quartiles of its paired per-step ratios; False when the store has
-    it already. Its contention is recorded as a training run's is, and a contended one is not used for a ratio."""
-
-    mlflow_client, exp = open_store(tracking_uri, study.name)
-    key = speed_key(part, perf)
-    if _finished(mlflow_client, exp, key):
-        return False
+    """The part's per-step methods timed interleaved against the reference, logged as its own run of the study's
+    experiment (``speed.logged_speed_run``); False when the store has it already."""
     methods = [m for m in _methods(part) if not METHODS.get(m).load().capabilities.own_loop]
-    data_dir = data_dir or part.overrides.get("data_dir")
-    t0 = time.time()
-    result = measure(methods, dataset=part.dataset, preset=part.preset, steps=part.speed_steps,
-                     warmup=max(1, part.speed_steps // 10), data_dir=data_dir,
-                     perf=dataclasses.replace(perf, progress=False), memory_alone=True)
-    load = load_average()
-    metrics: dict[str, float] = {}
-    for label, m in result.methods.items():
-        for name, value in ((names.METRIC_SPEED_RATIO, m["ratio_to_reference"]), (names.METRIC_SPEED_P25, m["ratio_p25"]),
-                            (names.METRIC_SPEED_P75, m["ratio_p75"]), (names.METRIC_SPEED_STEP, m["median_step_s"]),
-                            (names.METRIC_SPEED_MEMORY, m["peak_memory_mb"])):
-            metrics[name.format(label)] = float(value)
-        if "alone_step_mb" in m:
-            metrics[names.METRIC_SPEED_STEP_MEMORY.format(label)] = float(m["alone_step_mb"])
-    metrics.update({names.METRIC_LOAD: load, names.METRIC_CONTENDED: float(load > torch.get_num_threads() + 1.0)})
-    log_finished_run(tracking_uri, study.name, name=f"speed-{part.dataset}-{part.preset}", tags={
-        names.TAG_KIND: names.KIND_SPEED, names.TAG_CONFIG_KEY: key, names.TAG_PARENT_RUN: parent,
-        names.TAG_DATASET: part.dataset, names.TAG_PRESET: part.preset},
-        params={**result.setup, "seconds": f"{time.time() - t0:.1f}"}, metrics=metrics)
-    return True
+    return speed.logged_speed_run(tracking_uri, study.name, key=speed_key(part, perf), methods=methods,
+                                  dataset=part.dataset, preset=part.preset, steps=part.speed_steps, perf=perf,
+                                  parent=parent, data_dir=data_dir or part.overrides.get("data_dir"))
+
+
+def _methods_text(part: StudyPart) -> str:
+    return part.methods if isinstance(part.methods, str) else ",".join(part.methods)
 
 
 def study_run(study: Study, tracking_uri: str | None) -> str:

@@ -202,6 +202,23 @@ def test_no_function_is_over_60_lines_outside_a_parser():
     assert long == []
 
 
+#: the longest a module of the suite may be: past it, a module does several jobs (split it by concept)
+MAX_MODULE_LINES = 400
+
+
+def _long_modules(roots) -> list[tuple[Path, int]]:
+    return [(p, n) for folder in roots for p in sorted(Path(folder).rglob("*.py"))
+            if (n := len(p.read_text().splitlines())) > MAX_MODULE_LINES]
+
+
+def test_no_module_is_over_400_lines(tmp_path):
+    long = _long_modules(ROOT / f for f in ("benchmarks", "methods", "datasets", "reports"))
+    assert [f"{p.relative_to(ROOT)} ({n} lines)" for p, n in long] == []
+    (tmp_path / "long.py").write_text("x = 1\n" * (MAX_MODULE_LINES + 1))  # the check can fail
+    (tmp_path / "short.py").write_text("x = 1\n" * MAX_MODULE_LINES)
+    assert _long_modules([tmp_path]) == [(tmp_path / "long.py", MAX_MODULE_LINES + 1)]
+
+
 def test_every_public_function_in_benchmarks_has_a_docstring():
     missing = []
     for path in sorted((ROOT / "benchmarks").rglob("*.py")):

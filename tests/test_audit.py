@@ -246,9 +246,8 @@ def test_an_audit_run_is_finished_only_with_its_bounds(tmp_path, monkeypatch):
     resumed study audits again, never FINISHED without bounds (a study stopped during the scoring of an audit kept
     one such run, and its leaderboard row showed no black-box bound). An audit that completes is FINISHED with its
     bounds and the training's metrics."""
-    from inputdp.benchmarks import studies
     from inputdp.benchmarks.audits import one_run
-    from inputdp.benchmarks.tracking import MLflowTracker
+    from inputdp.benchmarks.tracking import MLflowTracker, finished_with_key
     from inputdp.core import names
 
     uri = f"sqlite:///{tmp_path / 'audits.db'}"
@@ -272,7 +271,7 @@ def test_an_audit_run_is_finished_only_with_its_bounds(tmp_path, monkeypatch):
     assert seen == ["RUNNING"] and done.info.status == "FINISHED"
     assert done.data.tags[names.TAG_CANARY_KIND] == "random_pattern"
     assert {names.METRIC_EPSILON_LB, names.METRIC_FINAL_TEST_ACCURACY} <= set(done.data.metrics)
-    assert studies._finished(tracker.client, tracker.experiment_id, "done")
+    assert finished_with_key(tracker.client, tracker.experiment_id, "done")
 
     def stopped(*args, **kwargs):
         raise KeyboardInterrupt
@@ -284,4 +283,4 @@ def test_an_audit_run_is_finished_only_with_its_bounds(tmp_path, monkeypatch):
     killed = tracker.client.get_run(tracker.run_id)
     assert killed.info.status == "KILLED" and names.METRIC_EPSILON_LB not in killed.data.metrics
     assert names.METRIC_FINAL_TEST_ACCURACY in killed.data.metrics  # the training it did is kept
-    assert not studies._finished(tracker.client, tracker.experiment_id, "stopped")
+    assert not finished_with_key(tracker.client, tracker.experiment_id, "stopped")

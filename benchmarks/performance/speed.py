@@ -8,12 +8,15 @@ architecture with the same normalisation (GroupNorm by default), so only the met
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
 import torch
 
+from inputdp.core import names
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.core.names import PARAM_MEMORY_KIND
@@ -25,6 +28,8 @@ from ..harness import prepare
 from ..resolve import resolve
 from ..steps import Prepared, timed_steps
 from ..sweep import Overrides, build_config
+from ..tracking import finished_with_key, log_finished_run, open_store
+from .load import contention, load_average
 from .memory import PeakMemory, current_rss_bytes
 
 
@@ -191,3 +196,37 @@ def _alone_child(method: str, options: dict, dataset: str, preset: str, model: s
     with PeakMemory("cpu", interval=0.005) as peak:
         timed_steps(p, batches)
     return {"alone_peak_mb": peak.peak_bytes / 2**20, "alone_step_mb": (peak.peak_bytes - before) / 2**20}
+
+
+def speed_key(dataset: str, preset: str, methods: str, steps: int, perf: PerfFlags) -> str:
+    """The store key of a study's speed measurement: its data, preset, methods, steps, threads and device."""
+    return f"speed:{dataset}:{preset}:{methods}:{steps}:{perf.threads or torch.get_num_threads()}:{perf.resolve_device()}"
+
+
+def logged_speed_run(tracking_uri: str | None, experiment: str, *, key: str, methods: Sequence[str], dataset: str,
+                     preset: str, steps: int, perf: PerfFlags, parent: str, data_dir: str | None = None) -> bool:
+    """``methods`` timed interleaved against the reference (:func:`measure`), logged as their own run under ``key``
+    with each method's median ratio and the quartiles of its paired per-step ratios; False when the store has it
+    already. Its contention is recorded as a training run's is (performance/load.py), and a contended one is not
+    used for a ratio."""
+    mlflow_client, exp = open_store(tracking_uri, experiment)
+    if finished_with_key(mlflow_client, exp, key):
+        return False
+    t0 = time.time()
+    result = measure(methods, dataset=dataset, preset=preset, steps=steps, warmup=max(1, steps // 10),
+                     data_dir=data_dir, perf=dataclasses.replace(perf, progress=False), memory_alone=True)
+    now = load_average()
+    metrics: dict[str, float] = {names.METRIC_LOAD: now,
+                                 **contention([{names.METRIC_LOAD: now}], perf.threads or torch.get_num_threads())}
+    for label, m in result.methods.items():
+        for name, value in ((names.METRIC_SPEED_RATIO, m["ratio_to_reference"]), (names.METRIC_SPEED_P25, m["ratio_p25"]),
+                            (names.METRIC_SPEED_P75, m["ratio_p75"]), (names.METRIC_SPEED_STEP, m["median_step_s"]),
+                            (names.METRIC_SPEED_MEMORY, m["peak_memory_mb"])):
+            metrics[name.format(label)] = float(value)
+        if "alone_step_mb" in m:
+            metrics[names.METRIC_SPEED_STEP_MEMORY.format(label)] = float(m["alone_step_mb"])
+    log_finished_run(tracking_uri, experiment, name=f"speed-{dataset}-{preset}", tags={
+        names.TAG_KIND: names.KIND_SPEED, names.TAG_CONFIG_KEY: key, names.TAG_PARENT_RUN: parent,
+        names.TAG_DATASET: dataset, names.TAG_PRESET: preset},
+        params={**result.setup, "seconds": f"{time.time() - t0:.1f}"}, metrics=metrics)
+    return True

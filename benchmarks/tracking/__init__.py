@@ -17,6 +17,7 @@ One job per module: ``uri`` (checking a URI), ``store`` (opening a store, its ru
 from .store import (
     client,
     experiment_id,
+    finished_with_key,
     is_alive,
     lock_path,
     open_store,
@@ -44,6 +45,6 @@ from .uri import (
 
 __all__ = ["ALLOWED", "CLAIM_PATIENCE_S", "DEFAULT_EXPERIMENT", "HEARTBEAT_S", "SERVER_PROBE_S", "STALE_AFTER_S", "UNFINISHED",
            "Claim", "MLflowTracker", "check_sqlite_file", "check_tracking_uri", "client", "default_tracking_uri",
-           "refuted_claims", "runs_view_url",
-           "describe", "experiment_id", "log_finished_run", "log_table", "is_alive", "lock_path", "open_store",
+           "refuted_claims", "runs_view_url", "describe", "experiment_id", "finished_with_key", "log_finished_run",
+           "log_table", "is_alive", "lock_path", "open_store",
            "parent_run", "quiet_mlflow", "reap", "run_name", "runs_with_key", "span_parent", "sqlite_path"]

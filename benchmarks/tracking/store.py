@@ -207,6 +207,10 @@ def runs_with_key(mlflow_client, exp_id: str, config_key: str) -> list:
                                      max_results=1000)
 
 
+def finished_with_key(mlflow_client, exp_id: str, config_key: str) -> bool:
+    """Whether the experiment holds a FINISHED run under the configuration key."""
+    return any(r.info.status == "FINISHED" for r in runs_with_key(mlflow_client, exp_id, config_key))
+
 
 def reap(mlflow_client, exp_id: str, runs: list, keep: str | None = None) -> tuple[list, int]:
     """Mark the unfinished runs whose process is gone FAILED; (the runs still alive, how many were marked)."""

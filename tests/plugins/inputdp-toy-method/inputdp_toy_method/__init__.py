@@ -3,6 +3,7 @@
 from inputdp.methods import MethodInfo
 
 INFO = MethodInfo(
-    name="toy_logit_noise", target="inputdp_toy_method.method:ToyLogitNoise", protects="inputs",
-    summary="(plug-in, for tests) clipped logits plus Gaussian noise, trained through; subsampled-Gaussian accounting",
+    name="toy_clipped_sgd", target="inputdp_toy_method.method:ToyClippedSGD", protects="inputs and labels",
+    summary="(plug-in, for tests) DP-SGD in a few lines: per-example clipping, one Gaussian per step's sum; "
+            "add/remove, zero-out or one input replaced",
 )

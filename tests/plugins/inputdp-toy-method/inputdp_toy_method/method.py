@@ -1,43 +1,94 @@
-"""A toy method written only against inputdp's public interface: clip each example's logits to L2 norm C, add
-N(0, sigma^2 C^2) to them, train on the noisy logits. Each step is a Poisson-subsampled Gaussian mechanism on the
-logits, accounted with inputdp's RDP accountant for the subsampled Gaussian."""
+"""A toy method written only against inputdp's public interface: DP-SGD in a few lines. Each step clips every
+example's gradient (computed with ``torch.func``) to L2 norm C, sums the batch's, adds N(0, sigma^2 C^2) to the sum
+and divides by the expected batch size: one Poisson-subsampled Gaussian release of an aggregate per step, the event
+dp_accounting composes. Two relations (option ``adjacency``): add/remove one example (the sum moves by C) and one
+input replaced (by 2C; dp_accounting's REPLACE_ONE pair), and zero-out (add/remove's pair: the null example's
+gradient is 0). Calibrated with inputdp's PLD accountant under the chosen relation."""
 
 from __future__ import annotations
 
+import math
+
 import torch
-import torch.nn.functional as F
+from torch.func import functional_call, grad, vmap
 
+from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATIONS
 from inputdp.core.config import PrivacySpec
-from inputdp.methods.accounting.gaussian_rdp import gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
-from inputdp.methods.base import Calibration, Method, PrivacyClaim
+from inputdp.core.errors import ConfigError
+from inputdp.methods.accounting.events import Release, subsampled_gaussian_steps
+from inputdp.methods.accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
+from inputdp.methods.base import Calibration, Capabilities, Method, PrivacyClaim
 
 
-class ToyLogitNoise(Method):
-    name = "toy_logit_noise"
-    option_defaults = {"clip_norm": 5.0}
+class ToyClippedSGD(Method):
+    name = "toy_clipped_sgd"
+    option_defaults = {"max_grad_norm": 1.0, "adjacency": ADD_REMOVE}
+    capabilities = Capabilities(variant_options=("adjacency",),
+                                compile_refusal="this toy's per-example gradients (torch.func) are not compiled")
 
+    def __init__(self, **options):
+        super().__init__(**options)
+        c = self.options["max_grad_norm"]
+        if isinstance(c, bool) or not isinstance(c, (int, float)) or not 0 < c < math.inf:
+            raise ConfigError(f"max_grad_norm={c!r} is not allowed: give a finite number > 0")
+        if self.options["adjacency"] not in RELATIONS:
+            raise ConfigError(f"adjacency={self.options['adjacency']!r} is not allowed for {self.name}: choose one of "
+                              f"{', '.join(RELATIONS)}")
+        self.relation = self.options["adjacency"]
+        self._expected = 1
+
+    # --- privacy: the release as an event, its noise from the PLD under the relation ---------------------------
     def noise_for(self, spec: PrivacySpec) -> Calibration:
-        sigma = gaussian_noise_multiplier_rdp(epsilon=spec.epsilon, delta=spec.delta,
-                                              sampling_rate=spec.sampling_rate, steps=spec.steps)
-        eps, order = gaussian_epsilon_rdp(noise_multiplier=sigma, sampling_rate=spec.sampling_rate, steps=spec.steps,
-                                          delta=spec.delta)
-        return Calibration(noise={"noise_multiplier": sigma}, epsilon=eps, order=order)
+        steps = dict(sampling_rate=spec.sampling_rate, steps=spec.steps, delta=spec.delta, relation=self.relation)
+        sigma = gaussian_noise_multiplier_pld(epsilon=spec.epsilon, **steps)
+        return Calibration(noise={"noise_multiplier": sigma}, epsilon=gaussian_epsilon_pld(noise_multiplier=sigma, **steps),
+                           details={"accountant": "pld", "max_grad_norm": self.options["max_grad_norm"]})
+
+    def release(self) -> Release:
+        spec, cal = self._need_calibration()
+        event = subsampled_gaussian_steps(sigma=cal.noise["noise_multiplier"], sampling_rate=spec.sampling_rate,
+                                          steps=spec.steps)
+        return Release(event, self.relation)
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()
-        return PrivacyClaim(mechanism="subsampled_gaussian_logits", parameters=dict(cal.noise),
+        return PrivacyClaim(mechanism="subsampled_gaussian", parameters=dict(cal.noise),
                             sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps, epsilon=cal.epsilon,
-                            delta=spec.delta, protects="inputs", scope="the noisy logits released during training")
+                            delta=spec.delta, protects="inputs and labels" if self.relation == ADD_REMOVE else "inputs",
+                            scope="every iterate of the model parameters (each step one noised sum of clipped "
+                                  f"gradients), under {RELATION_TEXT[self.relation]}",
+                            accountant="pld (dp_accounting)", adjacency=self.relation,
+                            noise="seeded from the run's seed (torch's generator)")
 
     def epsilon_spent(self, steps_done: int) -> float:
         spec, cal = self._need_calibration()
         if steps_done <= 0:
             return 0.0
-        return gaussian_epsilon_rdp(noise_multiplier=cal.noise["noise_multiplier"], sampling_rate=spec.sampling_rate,
-                                    steps=steps_done, delta=spec.delta)[0]
+        return gaussian_epsilon_pld(noise_multiplier=cal.noise["noise_multiplier"], sampling_rate=spec.sampling_rate,
+                                    steps=steps_done, delta=spec.delta, relation=self.relation)
 
-    def loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        c = self.options["clip_norm"]
-        clipped = logits * torch.clamp(c / (logits.norm(dim=1, keepdim=True) + 1e-12), max=1.0)
-        noisy = clipped + torch.randn_like(clipped) * (self._need_calibration()[1].noise["noise_multiplier"] * c)
-        return F.cross_entropy(noisy, y)
+    # --- training: clip each example's gradient, noise the sum once ---------------------------------------------
+    def prepare(self, model, optimizer, setup):
+        self._expected = max(1, round(self._need_calibration()[0].sampling_rate * setup.train_size))
+        return model, optimizer
+
+    def train_step(self, model, optimizer, x, y):
+        params = {k: p for k, p in model.named_parameters() if p.requires_grad}
+        c, sigma = float(self.options["max_grad_norm"]), self._need_calibration()[1].noise["noise_multiplier"]
+        optimizer.zero_grad(set_to_none=True)
+        loss = None
+        if x.shape[0]:
+            def one(p, xi, yi):
+                logits = functional_call(model, p, (xi.unsqueeze(0),))
+                return torch.nn.functional.cross_entropy(logits, yi.unsqueeze(0))
+
+            per_example = vmap(grad(one), in_dims=(None, 0, 0))(params, x, y)
+            norms = torch.sqrt(sum(g.flatten(1).pow(2).sum(1) for g in per_example.values()))
+            scale = torch.clamp(c / (norms + 1e-12), max=1.0)
+            with torch.no_grad():
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+        for k, p in params.items():
+            total = (per_example[k] * scale.view(-1, *[1] * (p.dim()))).sum(0) if x.shape[0] else torch.zeros_like(p)
+            p.grad = (total + torch.randn_like(p) * sigma * c) / self._expected
+        optimizer.step()
+        return loss

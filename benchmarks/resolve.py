@@ -99,7 +99,7 @@ class ResolvedRun:
 
 def check_method_holds_out(method: str, holdout: int) -> None:
     """Refuse a held-out run (``RunConfig.holdout``) where the test split is the method's public data."""
-    if holdout and METHODS.get(method).load().capabilities.public_inputs_from_test:
+    if holdout and METHODS.get(method).facts().public_inputs_from_test:
         raise ConfigError(f"holdout={holdout} is not allowed with {method}: it takes public inputs from the test "
                           "split, which a held-out run replaces by private training examples")
 

@@ -142,7 +142,7 @@ def timed_steps(p: Prepared, batches: Iterable[torch.Tensor], *, augmenter: torc
 def check_speed_flags(method: str, perf: PerfFlags) -> None:
     """The speed flags a method's capabilities refuse, in one line (an autocast mode its mechanism cannot keep
     in float32 is refused by the method itself, when it prepares)."""
-    caps = METHODS.get(method).load().capabilities
+    caps = METHODS.get(method).facts()
     if caps.own_loop and (perf.amp != "none" or perf.channels_last or perf.compile):
         raise ConfigError(f"--amp, --channels-last and --compile are not allowed for {method}: it trains in its "
                           "own loop, which they do not reach")

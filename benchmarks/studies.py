@@ -367,7 +367,7 @@ def speed_run(study: Study, part: StudyPart, *, tracking_uri: str | None, perf: 
               data_dir: str | None = None) -> bool:
     """The part's per-step methods timed interleaved against the reference, logged as its own run of the study's
     experiment (``speed.logged_speed_run``); False when the store has it already."""
-    methods = [m for m in _methods(part) if not METHODS.get(m).load().capabilities.own_loop]
+    methods = [m for m in _methods(part) if not METHODS.get(m).facts().own_loop]
     return speed.logged_speed_run(tracking_uri, study.name, key=speed_key(part, perf), methods=methods,
                                   dataset=part.dataset, preset=part.preset, steps=part.speed_steps, perf=perf,
                                   parent=parent, data_dir=data_dir or part.overrides.get("data_dir"))

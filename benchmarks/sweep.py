@@ -99,7 +99,7 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
         steps = o.epochs * steps_per_epoch(q) if 0 < q <= 1 else 0
     else:
         steps = own.get("steps", s.steps)
-    if not METHODS.get(method).load().capabilities.private:
+    if not METHODS.get(method).facts().private:
         epsilon = math.inf  # a reference that spends no budget runs once per seed at the same (q, T)
     privacy = PrivacySpec(epsilon=epsilon, delta=o.delta if o.delta is not None else s.delta,
                           sampling_rate=q, steps=steps)

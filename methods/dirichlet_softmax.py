@@ -28,8 +28,8 @@ from torch.distributions import Gamma
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
+from . import DIRICHLET_SOFTMAX_INFO, noise
 from . import input_private_claims as claims
-from . import noise
 from .accounting import InfeasibleTarget, calibrate_parameter, dirichlet_epsilon
 from .accounting.per_example import (
     NoFiniteEpsilon,
@@ -39,7 +39,7 @@ from .accounting.per_example import (
     discretisation_for,
     per_example_pld,
 )
-from .base import Calibration, Capabilities, Method, PrivacyClaim
+from .base import Calibration, Method, PrivacyClaim
 
 LR_RULES = ("fixed", "kappa")
 ACCOUNTANTS = (claims.PER_EXAMPLE, "paper")
@@ -95,7 +95,7 @@ class DirichletSoftmax(Method):
     option_defaults = {"alpha": 3.0, "lr_rule": "fixed", "accountant": claims.PER_EXAMPLE,
                        "adjacency": claims.AUTO, "secure_mode": False}
     #: the accountant makes another claim, and another noise: its own leaderboard row
-    capabilities = Capabilities(variant_options=("accountant", "lr_rule"), releases_vectors=True)
+    capabilities = DIRICHLET_SOFTMAX_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
     #: the accountants a run may choose (option ``accountant``); ``bench calibrate`` shows them side by side
     accountants = ACCOUNTANTS
 

@@ -19,11 +19,11 @@ from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELA
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
-from . import noise
+from . import DP_LEAST_SQUARES_INFO, noise
 from .accounting.calibration import InfeasibleTarget
 from .accounting.events import Release, gaussian_releases
 from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
-from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
+from .base import AUDIT_THRESHOLDS, Calibration, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from .features import check_clip, clipped_features, feature_map, set_linear_head
 
 
@@ -63,8 +63,7 @@ class DPLeastSquares(Method):
     #: "dp_least_squares' estimator"); the claim's scope says what is not charged (``_estimator_choice``)
     option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "split": 0.5, "ridge": 0.1, "psd": True,
                        "secure_mode": False}
-    capabilities = Capabilities(own_loop=True, variant_options=("adjacency", "ridge", "split", "psd"),
-                                fixed_features=True)
+    capabilities = DP_LEAST_SQUARES_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
 
     def __init__(self, **options: Any):
         super().__init__(**options)

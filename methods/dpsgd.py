@@ -37,9 +37,9 @@ from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELA
 from inputdp.core.errors import ConfigError
 from inputdp.methods.augment import AUGMULT_KINDS, augment_copies, average_copies
 
-from . import noise
+from . import DPSGD_INFO, noise
 from .accounting.events import Release, subsampled_gaussian_steps
-from .base import Calibration, Capabilities, PrivacyClaim, ReleaseTrials, TrainingSetup
+from .base import Calibration, PrivacyClaim, ReleaseTrials, TrainingSetup
 from .dpsgd_mechanism import one_step_trials
 from .fast_clipping import BKOptimizer, BookKeeping
 from .frozen_norm import frozen_norms, release_statistics
@@ -68,10 +68,7 @@ class DPSGD(SubsampledGaussianMethod):
                        # example's per-channel mean and mean square, chosen on Fashion-MNIST's features (their medians:
                        # public for MNIST; reports/dpsgd-recipes)
                        "norm_noise_multiplier": 0.0, "norm_clip_mean": 0.43, "norm_clip_square": 0.61}
-    capabilities = Capabilities(
-        variant_options=("accountant", "adjacency", "augmult", "ema", "weight_standardisation", "max_grad_norm"),
-        speed_variants=tuple({"grad_sample_mode": m} for m in GRAD_SAMPLE_MODES if m != "auto"),
-        compile_refusal="Opacus' per-example-gradient hooks do not run under torch.compile")
+    capabilities = DPSGD_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
 
     def __init__(self, **options: Any):
         super().__init__(**options)

@@ -17,18 +17,18 @@ from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
-from . import noise
+from . import FEATURE_PERTURBATION_INFO, noise
 from .accounting.calibration import InfeasibleTarget
 from .accounting.events import Release, gaussian_releases
 from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
-from .base import AUDIT_THRESHOLDS, Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
+from .base import AUDIT_THRESHOLDS, Calibration, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from .features import check_clip, clipped_features, feature_map, set_linear_head
 
 
 class FeaturePerturbation(Method):
     name = "feature_perturbation"
     option_defaults = {"clip": 1.0, "adjacency": REPLACE_INPUT, "ridge": 1.0, "secure_mode": False}
-    capabilities = Capabilities(own_loop=True, variant_options=("ridge",), fixed_features=True)
+    capabilities = FEATURE_PERTURBATION_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
 
     def __init__(self, **options: Any):
         super().__init__(**options)

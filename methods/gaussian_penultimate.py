@@ -38,8 +38,8 @@ import torch.nn.functional as F
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
+from . import GAUSSIAN_PENULTIMATE_INFO, noise
 from . import input_private_claims as claims
-from . import noise
 from .accounting.calibration import InfeasibleTarget
 from .accounting.per_example import (
     NoFiniteEpsilon,
@@ -49,7 +49,7 @@ from .accounting.per_example import (
     gaussian_vectors_epsilon,
     per_example_pld,
 )
-from .base import Calibration, Capabilities, PrivacyClaim, TrainingSetup
+from .base import Calibration, PrivacyClaim, TrainingSetup
 from .subsampled_gaussian import SubsampledGaussianMethod, gaussian_epsilon
 
 #: with one input replaced, two clipped vectors are at most 2C apart
@@ -69,7 +69,7 @@ class GaussianPenultimate(SubsampledGaussianMethod):
                        "secure_mode": False}
     accountants = (claims.PER_EXAMPLE, "rdp", "prv")
     #: the accountant makes another claim, and another noise: its own leaderboard row
-    capabilities = Capabilities(variant_options=("accountant",), releases_vectors=True)
+    capabilities = GAUSSIAN_PENULTIMATE_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
 
     def __init__(self, **options: Any):
         super().__init__(**options)

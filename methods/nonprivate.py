@@ -6,13 +6,14 @@ import math
 
 from inputdp.core.config import PrivacySpec
 
-from .base import Calibration, Capabilities, Method, PrivacyClaim
+from . import NONPRIVATE_INFO
+from .base import Calibration, Method, PrivacyClaim
 from .noise import NO_NOISE
 
 
 class NonPrivate(Method):
     name = "nonprivate"
-    capabilities = Capabilities(private=False, default_norm="batch")
+    capabilities = NONPRIVATE_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
 
     def noise_for(self, spec: PrivacySpec) -> Calibration:
         return Calibration(noise={}, epsilon=math.inf)

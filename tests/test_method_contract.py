@@ -17,7 +17,7 @@ from inputdp.methods.base import Method, PrivacyClaim
 from .helpers import QUIET, smoke_config
 
 NAMES = METHODS.names()
-STEP_METHODS = [n for n in NAMES if not METHODS.get(n).load().capabilities.own_loop]  # one step per Poisson batch
+STEP_METHODS = [n for n in NAMES if not METHODS.get(n).facts().own_loop]  # one step per Poisson batch
 TIMING_KEYS = ("time", "memory", "seconds", "throughput")
 
 
@@ -113,7 +113,7 @@ def test_empty_batches_are_handled(name):
     assert result.metrics["total_steps"] == 30
 
 
-@pytest.mark.parametrize("name", [n for n in NAMES if METHODS.get(n).load().capabilities.private])
+@pytest.mark.parametrize("name", [n for n in NAMES if METHODS.get(n).facts().private])
 @pytest.mark.parametrize("epsilon,side", [(1e-300, "smallest"), (1e300, "largest"), (math.inf, "largest")])
 def test_out_of_range_targets_are_refused_quickly(name, epsilon, side):
     """A target no noise in range reaches (or one that would only buy the range's limit) is refused with the
@@ -187,3 +187,35 @@ def test_methods_without_a_library_event_say_so():
     m = create_method("dirichlet_softmax", {})
     m.calibrate(PrivacySpec(epsilon=2.0, delta=1e-5, sampling_rate=256 / 60000, steps=100))
     assert m.release() is None
+
+
+def test_capabilities_are_read_from_the_registry_without_importing_any_method():
+    """Listing and filtering methods by their capabilities imports none of them (nor torch): the record sits beside
+    the lazy target, as timm's registry keeps a model's facts."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from inputdp.methods import METHODS; "
+            "own = [n for n in METHODS.names() if METHODS.get(n).facts().own_loop]; "
+            "loaded = [m for m in sys.modules if m.startswith('inputdp.methods.') or m == 'torch']; print(own, loaded)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True).stdout
+    assert out.strip() == "['pate', 'dp_least_squares', 'feature_perturbation'] []"
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_a_method_s_class_and_registry_entry_declare_the_same_capabilities(name):
+    info = METHODS.get(name)
+    assert info.capabilities is None or info.load().capabilities == info.capabilities
+
+
+def test_a_class_that_contradicts_its_registry_entry_is_refused_in_one_line():
+    from inputdp.core.capabilities import Capabilities
+    from inputdp.core.errors import ConfigError
+    from inputdp.methods import MethodInfo
+
+    info = MethodInfo(name="liar", target="inputdp.methods.dpsgd:DPSGD", protects="inputs", summary="",
+                      capabilities=Capabilities(own_loop=True))
+    with pytest.raises(ConfigError, match=r"^method 'liar' declares other capabilities in its class"):
+        info.load()
+    assert MethodInfo(name="silent", target="inputdp.methods.dpsgd:DPSGD", protects="inputs",
+                      summary="").facts() == METHODS.get("dpsgd").facts()  # a record without them: the class's

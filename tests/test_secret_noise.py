@@ -19,7 +19,7 @@ from .helpers import smoke_config
 from .test_hostile_input import _assert_one_line, _call
 
 NAMES = METHODS.names()
-PRIVATE = [n for n in NAMES if METHODS.get(n).load().capabilities.private]
+PRIVATE = [n for n in NAMES if METHODS.get(n).facts().private]
 SPEC = PrivacySpec(epsilon=2.0, delta=1e-5, sampling_rate=0.01, steps=100)
 
 

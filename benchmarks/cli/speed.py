@@ -17,7 +17,7 @@ def cmd_speed(args: argparse.Namespace) -> int:
 
     methods = resolve_methods(args.methods)
     if args.methods == "all":
-        methods = [m for m in methods if not METHODS.get(m).load().capabilities.own_loop]
+        methods = [m for m in methods if not METHODS.get(m).facts().own_loop]
     result = measure(methods, dataset=args.dataset, preset=args.preset, model=args.model, batch_size=args.batch_size,
                      steps=args.steps, warmup=args.warmup, norm=args.norm, data_dir=args.data_dir,
                      synthetic=args.synthetic, method_options=parse_options(args.option, methods),

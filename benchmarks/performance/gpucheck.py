@@ -90,15 +90,15 @@ def _jobs(shapes: str | None, variants: str, methods: str, reference: str) -> li
     """(data set, model, method, options, variant) for every configuration to time, the reference first."""
     shape_list, variant_list = _parse_shapes(shapes or GPU_CHECK_SHAPES), _parse_variants(variants)
     if methods == "all":
-        method_list = [m for m in METHODS.names() if not METHODS.get(m).load().capabilities.own_loop]
+        method_list = [m for m in METHODS.names() if not METHODS.get(m).facts().own_loop]
     else:
         method_list = [m.strip() for m in methods.split(",") if m.strip()]
     for m in method_list:
-        if METHODS.get(m).load().capabilities.own_loop:
+        if METHODS.get(m).facts().own_loop:
             raise ConfigError(f"--methods: {m} trains in its own loop and has no step to time; leave it out")
     method_list = list(dict.fromkeys([reference, *method_list]))
     return [(dataset, model, m, dict(options), v) for dataset, model in shape_list for m in method_list
-            for options in METHODS.get(m).load().capabilities.speed_variants for v in variant_list]
+            for options in METHODS.get(m).facts().speed_variants for v in variant_list]
 
 
 def check(*, shapes: str | None, variants: str, methods: str, steps: int, warmup: int, batch_size: int, device: str,

@@ -68,7 +68,7 @@ def _entries(names: Sequence[str], reference: str, method_options: dict, variant
     entries = []
     for n in names:
         own = dict(method_options.get(n, {}))
-        declared = METHODS.get(n).load().capabilities.speed_variants if variants and n != reference else ({},)
+        declared = METHODS.get(n).facts().speed_variants if variants and n != reference else ({},)
         for v in declared:
             label = n + ("[" + ",".join(f"{k}={val}" for k, val in v.items()) + "]" if v else "")
             entries.append((label, n, {**own, **v}))
@@ -134,7 +134,7 @@ def measure(
 def _check(names: Sequence[str], *, batch_size: int, steps: int, warmup: int) -> None:
     """Refuse, before anything is built, a method with no per-step time and a count that is not allowed."""
     for n in names:
-        if METHODS.get(n).load().capabilities.own_loop:
+        if METHODS.get(n).facts().own_loop:
             raise ConfigError(f"method {n!r} trains in its own loop and has no per-step time: leave it out of speed")
     for what, value, low in (("batch-size", batch_size, 1), ("steps", steps, 1), ("warmup", warmup, 0)):
         if not (isinstance(value, int) and value >= low):

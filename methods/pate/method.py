@@ -40,9 +40,10 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value
 
+from .. import PATE_INFO
 from .. import noise as noise_source
 from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon, rdp_to_epsilon_classic
-from ..base import Calibration, Capabilities, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
+from ..base import Calibration, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
 from . import aggregators, analysis
 from .analysis import data_independent_rdp
 from .gnss import sanitise
@@ -58,9 +59,7 @@ PUBLIC_SPLIT_SEED = 4242
 
 class PATE(Method):
     name = "pate"
-    capabilities = Capabilities(
-        own_loop=True, public_inputs_from_test=True,
-        variant_options=("student", "semi_epochs", "teacher_shift", "teacher_epochs", "teacher_width"))
+    capabilities = PATE_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
     option_defaults = {
         "teachers": 250, "aggregator": "confident", "threshold": 200.0, "sigma1": 150.0, "sigma2": 40.0,
         "queries": 640, "calibrate": True, "teacher_epochs": 20, "teacher_width": 8, "teacher_lr": 0.05,

@@ -34,7 +34,7 @@ def _own_loop(method: str) -> bool:
     its "epoch" is the whole run; False for a name this checkout does not know."""
 
     try:
-        return bool(METHODS.get(method).load().capabilities.own_loop)
+        return bool(METHODS.get(method).facts().own_loop)
     except Exception:  # noqa: BLE001 - a plug-in that is not installed here: read its rows as per-step ones
         return False
 

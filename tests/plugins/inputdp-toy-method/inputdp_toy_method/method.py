@@ -17,14 +17,15 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods.accounting.events import Release, subsampled_gaussian_steps
 from inputdp.methods.accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
-from inputdp.methods.base import Calibration, Capabilities, Method, PrivacyClaim
+from inputdp.methods.base import Calibration, Method, PrivacyClaim
+
+from . import INFO
 
 
 class ToyClippedSGD(Method):
     name = "toy_clipped_sgd"
     option_defaults = {"max_grad_norm": 1.0, "adjacency": ADD_REMOVE}
-    capabilities = Capabilities(variant_options=("adjacency",),
-                                compile_refusal="this toy's per-example gradients (torch.func) are not compiled")
+    capabilities = INFO.capabilities
 
     def __init__(self, **options):
         super().__init__(**options)

@@ -13,7 +13,6 @@ from inputdp.core.config import RunConfig
 from inputdp.datasets import DatasetInfo, TensorData, blank_value
 
 from .models import build_model
-from .models.canary_inputs import CanaryInputs
 from .steps import progress_bar
 
 
@@ -28,13 +27,9 @@ def zero_head(model: nn.Module) -> None:
 
 
 def model_for(config: RunConfig, info: DatasetInfo, norm: str) -> nn.Module:
-    """The configuration's model, untrained, for a data set (dense-input models measure from its blank pixel),
-    widened to read the canaries' own coordinates when the data carry them (an audit's ``canary_inputs``)."""
-    model = build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
-                        norm=norm, width=config.model_width, input_zero=blank_value(info))
-    if info.canary_inputs:
-        model = CanaryInputs(model, channels=info.channels, extra=info.canary_inputs)
-    return model
+    """The configuration's model, untrained, for a data set (dense-input models measure from its blank pixel)."""
+    return build_model(config.model, num_classes=info.num_classes, channels=info.channels, size=info.size,
+                       norm=norm, width=config.model_width, input_zero=blank_value(info))
 
 
 #: the scattering transform runs fastest on large batches (CPU: 1.15x faster at 4096 than at 1000 images)

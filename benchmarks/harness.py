@@ -76,7 +76,7 @@ class RunResult:
 
 
 def prepare(resolved: ResolvedRun, perf: PerfFlags | None = None, data: TensorData | None = None, *,
-            keep_initial: bool = False) -> Prepared:
+            keep_initial: bool = False, wrap_model: Callable[[nn.Module], nn.Module] | None = None) -> Prepared:
     """Data, model, optimizer and method of a run, ready for its first step. ``resolved`` was resolved once, above
     the harness (its calibration, and the data's fingerprint where a sweep or audit checked them)."""
     perf = perf or PerfFlags()
@@ -103,7 +103,8 @@ def prepare(resolved: ResolvedRun, perf: PerfFlags | None = None, data: TensorDa
     config.privacy.check_delta_for(data.train_size - config.holdout)
     warn_tiny_batches(config.dataset, config.privacy.sampling_rate, data.train_size - config.holdout)
     info = data.info
-    model = model_for(config, info, r.norm).to(device)
+    model = model_for(config, info, r.norm)
+    model = (wrap_model(model) if wrap_model is not None else model).to(device)  # an audit's hook (its canaries')
     key = (config.dataset, config.data_dir, config.train_examples, config.test_examples, device) if loaded_here else None
     data, frontend_seconds = with_frontend_features(model, data, augmented=config.augment or method.augments_inputs,
                                                     cache_key=key, progress=perf.progress)
@@ -163,11 +164,14 @@ def run(
     data: TensorData | None = None,
     keep_model: bool = False,
     step_hook: Callable[[int, torch.Tensor], None] | None = None,
+    wrap_model: Callable[[nn.Module], nn.Module] | None = None,
 ) -> RunResult:
-    """Train and evaluate one resolved configuration. ``callback`` receives params, per-epoch and final metrics."""
+    """Train and evaluate one resolved configuration. ``callback`` receives params, per-epoch and final metrics;
+    ``step_hook`` is called after each step and ``wrap_model`` with the untrained model (an audit's hooks: its
+    canaries' per-step trace, a model widened to read its canaries' own coordinates)."""
     perf = perf or PerfFlags()
     callback = callback or NullCallback()
-    p = prepare(resolved, perf, data, keep_initial=keep_model)
+    p = prepare(resolved, perf, data, keep_initial=keep_model, wrap_model=wrap_model)
     params, tags = params_and_tags(p)
     try:  # a signal deferred by on_start's store write is raised as it ends: inside, so the run is marked KILLED
         callback.on_start(p.config, params, tags)

@@ -29,10 +29,6 @@ class DatasetInfo(Entry):
     location: str = ""
     #: how a data set given by path was read (resized, split): said once when it is loaded and logged with the run
     notes: tuple[str, ...] = ()
-    #: input coordinates appended for an audit's canaries (``canary_inputs``): the images carry
-    #: ceil(canary_inputs / size^2) more channels, zero but on the canaries, and the model is widened to read them
-    #: (benchmarks/models/canary_inputs.py); 0 for a data set as published
-    canary_inputs: int = 0
 
 
 #: the entry-point group that installed packages use to add data sets (an entry point naming a DatasetInfo)

@@ -132,9 +132,9 @@ def test_the_audit_trains_on_its_claims_design_and_stores_it(monkeypatch, small,
     trained = {}
     real_run = one_run.run
 
-    def spy(r, perf, callback=None, *, data, keep_model):
+    def spy(r, perf, callback=None, *, data, **kwargs):
         trained["n"] = data.train_size
-        return real_run(r, perf, callback, data=data, keep_model=keep_model)
+        return real_run(r, perf, callback, data=data, **kwargs)
 
     monkeypatch.setattr(one_run, "run", spy)
     r = resolve(smoke_config(method, method_options={method: options}, steps=4))

@@ -43,7 +43,7 @@ def test_each_canary_has_a_coordinate_of_its_own_and_the_data_none(small):
     made = make_canaries("canary_inputs", small, m, seed=2)
     c, h, w = small.shape
     e = extra_channels(m, h, w)
-    assert made.base.shape == (c + e, h, w) and made.base.info.canary_inputs == m
+    assert made.base.shape == (c + e, h, w) and made.base.info == small.info and made.widen is not None
     assert made.base.x_train[:, c:].abs().sum() == 0 and made.base.x_test[:, c:].abs().sum() == 0
     coords = made.x[:, c:].flatten(1)
     assert torch.equal(coords[:, :m], torch.eye(m))  # canary j is 1 on coordinate j, 0 on every other
@@ -56,7 +56,7 @@ def test_the_widened_model_reads_the_image_as_before_and_each_coordinate_through
     made = make_canaries("canary_inputs", small, 30, seed=0)
     config = smoke_config("nonprivate")
     torch.manual_seed(0)
-    model = model_for(config, made.base.info, "group")
+    model = made.widen(model_for(config, made.base.info, "group"))
     assert isinstance(model, CanaryInputs) and model.canary_weight.shape == (model.feature_dim, 30)
     assert model.canary_weight.abs().sum() == 0  # zero at initialisation
     c = small.info.channels
@@ -74,7 +74,7 @@ def test_the_widened_model_reads_the_image_as_before_and_each_coordinate_through
 
 def test_a_frontend_model_keeps_its_frontend_once_for_the_images_and_passes_the_coordinates(small):
     made = make_canaries("canary_inputs", small, 20, seed=0)
-    model = model_for(smoke_config("dpsgd", model="scatter_linear"), made.base.info, "group")
+    model = made.widen(model_for(smoke_config("dpsgd", model="scatter_linear"), made.base.info, "group"))
     front = model.frontend
     assert front is not None and front.in_shape == made.base.shape
     with torch.no_grad():

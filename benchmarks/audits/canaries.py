@@ -4,20 +4,21 @@ input canaries cannot build zero-out's null example and say so)."""
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import torch
+from torch import nn
 
 from inputdp.core.claims import ADD_REMOVE, NULL, RELATION_VALUES, REPLACED, Relation
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import TensorData, blank_value, normalise
 
 from ..models import MODELS
-from ..models.canary_inputs import extra_channels
+from ..models.canary_inputs import CanaryInputs, extra_channels
 from .scores import ONE_TEST_KIND, SCORES
 
 CANARY_KINDS = ("mislabeled", "random_pattern", "blank_patch", "exclusive_support", "canary_inputs")
@@ -50,6 +51,9 @@ class Canaries:
     y_ref: torch.Tensor | None = field(default=None, repr=False)
     #: exclusive-support canaries: each one's own flat input coordinates
     support: list[torch.Tensor] | None = field(default=None, repr=False)
+    #: the audit's hook into the run (``harness.run``'s ``wrap_model``): the model built for the data, widened to
+    #: read the canaries' own coordinates (``canary_inputs``); None for canaries in the data's own input space
+    widen: Callable[[nn.Module], nn.Module] | None = field(default=None, repr=False)
 
 
 def _synthetic(kind: str, data: TensorData, n: int, g: torch.Generator,
@@ -152,8 +156,8 @@ def _exclusive_support(data: TensorData, m: int, seed: int) -> Canaries:
 def _canary_inputs(data: TensorData, m: int, seed: int) -> Canaries:
     """m canaries with an input coordinate each of their own, appended to every image (as extra channels, zero in
     every example of the data): canary j is a blank image with ``CANARY_INPUT_VALUE`` on coordinate j, a fixed
-    random label. The data's info says how many coordinates were appended, so the model built for it is widened
-    (benchmarks/models/canary_inputs.py). Any image shape takes any m."""
+    random label. The run's model is widened to read them through the
+    canaries' ``widen`` hook (benchmarks/models/canary_inputs.py). Any image shape takes any m."""
     info = data.info
     c, h, w = data.shape
     e = extra_channels(m, h, w)
@@ -162,8 +166,7 @@ def _canary_inputs(data: TensorData, m: int, seed: int) -> Canaries:
     def widen(x: torch.Tensor) -> torch.Tensor:
         return torch.cat([x, x.new_zeros((x.shape[0], e, h, w))], dim=1)
 
-    base = TensorData(dataclasses.replace(info, canary_inputs=m), widen(data.x_train), data.y_train,
-                      widen(data.x_test), data.y_test, notes=data.notes)
+    base = TensorData(info, widen(data.x_train), data.y_train, widen(data.x_test), data.y_test, notes=data.notes)
     g = torch.Generator().manual_seed(10_000 + seed)
     blank = torch.tensor(blank_value(info), dtype=data.x_train.dtype, device=device).view(1, -1, 1, 1)
     coords = torch.zeros((m, e * h * w), dtype=data.x_train.dtype, device=device)
@@ -171,7 +174,8 @@ def _canary_inputs(data: TensorData, m: int, seed: int) -> Canaries:
     x = torch.cat([blank.expand(m, c, h, w), coords.view(m, e, h, w)], dim=1)
     y = torch.randint(0, info.num_classes, (m,), generator=g).to(device)
     included = (torch.rand(m, generator=g) < 0.5).numpy()
-    return Canaries(x, y, included, "canary_inputs", base)
+    return Canaries(x, y, included, "canary_inputs", base,
+                    widen=functools.partial(CanaryInputs, channels=info.channels, extra=m))
 
 
 def replacements(canaries: Canaries) -> torch.Tensor:

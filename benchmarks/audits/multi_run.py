@@ -198,8 +198,10 @@ def score_one_run(run_: ResolvedRun, *, spec: CanarySpec, included: dict[int, bo
     inc = bool(included[config.seed])
     made = dataclasses.replace(made, included=np.array([inc]))
     # without the canary: absent (add/remove) or its replacement in its slot (replace_input), as the claim's relation
-    result = run(run_, perf, data=with_canaries(made, relation=audit_relation(run_.claim)), keep_model=True)
-    model = model_for(config, data.info, result.norm).to(made.x.device)
+    result = run(run_, perf, data=with_canaries(made, relation=audit_relation(run_.claim)), keep_model=True,
+                 wrap_model=made.widen)
+    model = model_for(config, data.info, result.norm)
+    model = (made.widen(model) if made.widen is not None else model).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
     if spec.score in BLACK_BOX:
         value = black_box_scores(model, made.x, made.y)[spec.score]

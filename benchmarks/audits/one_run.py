@@ -197,7 +197,7 @@ def audit(config: ResolvedRun, *, canaries: int = 1000, canary_kind: str = "rand
     relation = audit_relation(r.claim)
     train = with_canaries(made, relation=relation)
     held = _HeldOpen(tracker) if tracker is not None else None
-    result = run(r, perf, held, data=train, keep_model=True)
+    result = run(r, perf, held, data=train, keep_model=True, wrap_model=made.widen)
     try:
         out = _score(r, made, result, scores, canary_kind=canary_kind, canaries=canaries, beta=beta,
                      tracker=tracker, relation=relation)
@@ -239,7 +239,8 @@ def _score(r: ResolvedRun, made: Canaries, result, scores: Sequence[str], *, can
     """Score the canaries on the trained model, bound epsilon from the scores, and log the bounds."""
     config = r.config
     # score on a plain copy of the trained model: a method's wrapper (Opacus' per-sample hooks) stays out
-    model = model_for(config, made.base.info, result.norm).to(made.x.device)
+    model = model_for(config, made.base.info, result.norm)
+    model = (made.widen(model) if made.widen is not None else model).to(made.x.device)
     model.load_state_dict(result.model.state_dict())
     values: dict[str, np.ndarray] = {}
     values.update(black_box_scores(model, made.x, made.y, made.x_ref, made.y_ref))

@@ -41,7 +41,7 @@ from . import DPSGD_INFO, noise
 from .accounting.events import Release, subsampled_gaussian_steps
 from .base import Calibration, PrivacyClaim, ReleaseTrials, TrainingSetup
 from .dpsgd_mechanism import one_step_trials
-from .fast_clipping import BKOptimizer, BookKeeping
+from .fast_clipping import BookKeeping, bk_optimizer
 from .frozen_norm import frozen_norms, release_statistics
 from .subsampled_gaussian import SubsampledGaussianMethod
 from .weight_standardisation import standardise_weights
@@ -210,9 +210,9 @@ class DPSGD(SubsampledGaussianMethod):
         expected = max(1, round(spec.sampling_rate * setup.train_size))
         if mode == "bk":
             self._bk = BookKeeping(model, self.options["max_grad_norm"])
-            return model, BKOptimizer(optimizer, noise_multiplier=cal.noise["noise_multiplier"],
-                                      max_grad_norm=self.options["max_grad_norm"], expected_batch_size=expected,
-                                      secure_mode=o["secure_mode"], generator=generator)
+            return model, bk_optimizer(optimizer, noise_multiplier=cal.noise["noise_multiplier"],
+                                        max_grad_norm=self.options["max_grad_norm"], expected_batch_size=expected,
+                                        secure_mode=o["secure_mode"], generator=generator)
         kwargs: dict[str, Any] = {"batch_first": True, "loss_reduction": "mean"}
         if mode == "ghost":
             kwargs["max_grad_norm"] = self.options["max_grad_norm"]

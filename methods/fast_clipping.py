@@ -13,7 +13,7 @@ input a_i and that output gradient g_i, so from the same two tensors:
   one ordinary weight-gradient product with the output gradients scaled by c_i (or the einsum of the instantiated
   per-example gradients), written into ``p.summed_grad``.
 
-The noise is then added once to the sum, as Opacus' DPOptimizer does (its ``_generate_noise``, ``secure_mode`` included),
+The noise is then added once to the sum by Opacus' own DPOptimizer, whose clipping alone is replaced (``bk_optimizer``),
 over the expected batch size. Opacus stays the reference implementation (``grad_sample_mode=hooks|functorch|ghost``);
 tests/test_fast_clipping.py checks this update against each example's own autograd gradient, clipped and summed, on
 every registered model it supports.
@@ -24,8 +24,8 @@ A model with any other trainable layer, or a layer called twice in one forward p
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
-from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -278,62 +278,37 @@ class _GroupNorm(_Plan):
             _accumulate(self.module.bias, (factor[:, None] * self.db).sum(0))
 
 
-class BKOptimizer:
-    """The user's optimizer behind DP-SGD's noise: ``step`` sets each parameter's gradient to (its clipped sum +
-    N(0, (sigma C)^2)) / expected batch size and steps the optimizer. The attributes mirror Opacus' DPOptimizer."""
-
-    def __init__(self, optimizer: torch.optim.Optimizer, *, noise_multiplier: float, max_grad_norm: float,
+def bk_optimizer(optimizer: torch.optim.Optimizer, *, noise_multiplier: float, max_grad_norm: float,
                  expected_batch_size: int, secure_mode: bool = False, generator: torch.Generator | None = None):
-        self.original_optimizer = optimizer
-        self.noise_multiplier = noise_multiplier
-        self.max_grad_norm = max_grad_norm
-        self.expected_batch_size = expected_batch_size
-        self.secure_mode = secure_mode
-        self.generator = generator
-        self._skip = False
+    """Opacus' DPOptimizer with its clipping replaced by book-keeping's (:class:`BookKeeping` writes each parameter's
+    clipped sum into ``p.summed_grad`` during the backward pass): the noise (``_generate_noise``, ``secure_mode``
+    included), the division by the expected batch size, the skipped steps of micro-batches and ``zero_grad`` are
+    Opacus' own code."""
+    return _bk_optimizer_class()(optimizer, noise_multiplier=noise_multiplier, max_grad_norm=max_grad_norm,
+                                 expected_batch_size=expected_batch_size, loss_reduction="mean", generator=generator,
+                                 secure_mode=secure_mode)
 
-    @property
-    def param_groups(self):
-        return self.original_optimizer.param_groups
 
-    @property
-    def defaults(self):
-        return self.original_optimizer.defaults
+@functools.cache
+def _bk_optimizer_class() -> type:
+    """The subclass, made once (Opacus is imported when DP-SGD first runs, not with this module)."""
+    from opacus.optimizers import DPOptimizer
 
-    def state_dict(self) -> dict[str, Any]:
-        return self.original_optimizer.state_dict()
+    class BKOptimizer(DPOptimizer):
+        @property
+        def grad_samples(self) -> list[torch.Tensor]:
+            """Book-keeping forms no per-example gradient: the clipped sums stand for them (Opacus reads only
+            whether there are any)."""
+            return [p.summed_grad for p in self.params]
 
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.original_optimizer.load_state_dict(state)
+        @property
+        def accumulated_iterations(self) -> int:
+            return 1  # one clipped sum per step, however many micro-batches wrote into it
 
-    def _params(self):
-        for group in self.param_groups:
-            for p in group["params"]:
-                if p.requires_grad:
-                    yield p
+        def clip_and_accumulate(self) -> None:
+            """Nothing to clip: book-keeping wrote the clipped sum; an empty batch's is 0."""
+            for p in self.params:
+                if getattr(p, "summed_grad", None) is None:
+                    p.summed_grad = torch.zeros_like(p)
 
-    def zero_grad(self, set_to_none: bool = True) -> None:
-        """Clears the gradients; the clipped sum is kept while a step is being skipped (micro-batches)."""
-        self.original_optimizer.zero_grad(set_to_none=set_to_none)
-        if not self._skip:
-            for p in self._params():
-                p.summed_grad = None
-
-    def signal_skip_step(self, do_skip: bool = True) -> None:
-        self._skip = do_skip
-
-    def step(self, closure=None):
-        if self._skip:
-            self._skip = False
-            return None
-        from opacus.optimizers.optimizer import _generate_noise
-
-        std = self.noise_multiplier * self.max_grad_norm
-        for p in self._params():
-            summed = getattr(p, "summed_grad", None)
-            if summed is None:
-                summed = torch.zeros_like(p)
-            noise = _generate_noise(std=std, reference=summed, generator=self.generator, secure_mode=self.secure_mode)
-            p.grad = ((summed + noise) / self.expected_batch_size).to(p.dtype)
-            p.summed_grad = None
-        return self.original_optimizer.step(closure)
+    return BKOptimizer

@@ -33,11 +33,12 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELATIONS, REPLACE_INPUT, ZERO_OUT
+from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELATIONS, ZERO_OUT
 from inputdp.core.errors import ConfigError
 from inputdp.methods.augment import AUGMULT_KINDS, augment_copies, average_copies
 
 from . import DPSGD_INFO, noise
+from .accounting.accountants import accountant
 from .accounting.events import Release, subsampled_gaussian_steps
 from .base import Calibration, PrivacyClaim, ReleaseTrials, TrainingSetup
 from .dpsgd_mechanism import one_step_trials
@@ -91,9 +92,6 @@ class DPSGD(SubsampledGaussianMethod):
         if o["adjacency"] not in RELATIONS:
             raise ConfigError(f"adjacency={o['adjacency']!r} is not allowed for dpsgd: choose one of "
                               f"{', '.join(RELATIONS)}")
-        if o["adjacency"] == REPLACE_INPUT and o["accountant"] != "pld":
-            raise ConfigError(f"adjacency=replace_input is not allowed with accountant={o['accountant']}: it is an "
-                              "add/remove theorem; use accountant=pld (dp_accounting's PLD under one input replaced)")
         self.relation = o["adjacency"]
         noise.check_secure_mode(o["secure_mode"])
         for key in ("norm_noise_multiplier", "norm_clip_mean", "norm_clip_square"):
@@ -102,9 +100,7 @@ class DPSGD(SubsampledGaussianMethod):
                     and (v > 0 or key == "norm_noise_multiplier")):
                 raise ConfigError(f"{key}={v!r} is not allowed: give a finite number "
                                   + (">= 0 (0: no private statistics)" if key == "norm_noise_multiplier" else "> 0"))
-        if o["norm_noise_multiplier"] and o["accountant"] != "pld":
-            raise ConfigError(f"norm_noise_multiplier={o['norm_noise_multiplier']:g} is not allowed with accountant="
-                              f"{o['accountant']}: the statistics' release is composed by accountant=pld only")
+        accountant(o["accountant"]).check(self.relation, self.prior_releases())  # what its theorem covers
         if o["weight_standardisation"] and o["grad_sample_mode"] == "bk":
             raise ConfigError("weight_standardisation is not allowed with grad_sample_mode=bk: a standardised weight's "
                               "per-example gradient is not a product of the layer's input and output gradient; use "

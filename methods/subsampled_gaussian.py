@@ -4,88 +4,40 @@ one), the RDP accountant as Opacus computes it (``rdp``), or Opacus' PRV account
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 from inputdp.core.claims import ADD_REMOVE, ZERO_OUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
-from .accounting.calibration import InfeasibleTarget, calibrate_parameter
-from .accounting.gaussian_rdp import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
+from .accounting.accountants import ACCOUNTANTS as REGISTRY
+from .accounting.accountants import GaussianSteps, least_noise
+from .accounting.accountants import accountant as accountant_named
+from .accounting.calibration import InfeasibleTarget
 from .accounting.pld import DESCRIPTION as PLD_DESCRIPTION
 from .accounting.pld import DESCRIPTION_REPLACE as PLD_DESCRIPTION_REPLACE
 from .accounting.pld import DESCRIPTION_ZERO_OUT as PLD_DESCRIPTION_ZERO_OUT
 from .accounting.pld import MAX_STEPS as PLD_MAX_STEPS
 from .accounting.pld import VALUE_INTERVAL as PLD_INTERVAL
-from .accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
 from .accounting.pld import library_version as pld_library_version
 from .base import Calibration, Method
 
-ACCOUNTANTS = ("pld", "rdp", "prv")
+ACCOUNTANTS = tuple(REGISTRY)
 
 
-@functools.lru_cache(maxsize=256)
 def noise_multiplier_for(*, epsilon: float, delta: float, sampling_rate: float, steps: int, accountant: str,
                          relation: str = ADD_REMOVE, releases: tuple[float, int] = (0.0, 0)) -> float:
-    """The smallest sigma meeting (epsilon, delta, q, T) under the named accountant, by the one calibration search.
-
-    For ``rdp`` the accountant is the vectorised RDP of ``accounting.gaussian_rdp`` (equal to Opacus' RDP accountant,
-    tested; about 50x faster); ``pld`` starts its search from RDP's sigma (accounting/pld.py); ``prv`` is Opacus'
-    PRV accountant, evaluated at each point of the same search. ``relation`` ``replace_input`` is PLD's only; ``zero_out``
-    has add/remove's pair, so every accountant's answer is add/remove's. ``releases`` (sigma_r, k): k unsubsampled
-    Gaussian releases composed before the steps (DP-SGD's private normalisation statistics), PLD's only.
-    """
-    if accountant == "pld":
-        return gaussian_noise_multiplier_pld(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps,
-                                             relation=relation, releases=releases)
-    _add_remove_only(accountant, relation)
-    _pld_only(accountant, releases)
-    if accountant == "rdp":
-        return gaussian_noise_multiplier_rdp(epsilon=epsilon, delta=delta, sampling_rate=sampling_rate, steps=steps)
-
-    def eps_of(sigma: float) -> float:
-        return gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=sampling_rate, steps=steps,
-                                accountant=accountant)
-
-    what = f"the subsampled Gaussian ({accountant}) at q={sampling_rate:g}, T={steps}, delta={delta:g}"
-    # the PRV accountant's epsilon is numerical (its own error bound is about 1e-2): no finer tolerance than that
-    return calibrate_parameter(eps_of, epsilon, low=MIN_SIGMA, high=MAX_SIGMA, increasing=False, what=what,
-                               start=1.0, xtol=1e-6, rtol=1e-4)
-
-
-def _add_remove_only(accountant: str, relation: str) -> None:
-    """RDP and PRV analyse the add/remove pair (a mixture against N(0)); zero-out's pair is the same one (the null
-    example contributes 0), so they hold for it too; one input replaced is PLD's alone."""
-    if relation not in (ADD_REMOVE, ZERO_OUT):
-        raise ConfigError(f"adjacency={relation} is not allowed with accountant={accountant}: it is an add/remove "
-                          "theorem; use accountant=pld (dp_accounting's PLD under one input replaced)")
-
-
-def _pld_only(accountant: str, releases: tuple[float, int]) -> None:
-    if releases[1] > 0:
-        raise ConfigError(f"accountant={accountant} is not allowed with private normalisation statistics "
-                          "(norm_noise_multiplier > 0): their release is composed by accountant=pld only")
+    """The smallest sigma meeting (epsilon, delta, q, T) under the named accountant (accounting/accountants.py):
+    ``releases`` (sigma_r, k) unsubsampled Gaussian releases composed before the steps (PLD's only); ``relation``
+    ``replace_input`` is PLD's only, ``zero_out`` has add/remove's pair."""
+    return least_noise(accountant, GaussianSteps(sampling_rate, steps, relation, tuple(releases)), epsilon, delta)
 
 
 def gaussian_epsilon(*, noise_multiplier: float, delta: float, sampling_rate: float, steps: int,
                      accountant: str, relation: str = ADD_REMOVE, releases: tuple[float, int] = (0.0, 0)) -> float:
-    """Epsilon of T Poisson-subsampled Gaussian steps, from the named accountant (``pld``: dp_accounting's PLD;
-    ``rdp``: the suite's vectorised copy of Opacus' RDP; ``prv``: Opacus' PRV accountant), after ``releases``
-    (PLD's only; see noise_multiplier_for)."""
-    if accountant == "pld":
-        return gaussian_epsilon_pld(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
-                                    delta=delta, relation=relation, releases=releases)
-    _add_remove_only(accountant, relation)
-    _pld_only(accountant, releases)
-    if accountant == "rdp":
-        return gaussian_epsilon_rdp(noise_multiplier=noise_multiplier, sampling_rate=sampling_rate, steps=steps,
-                                    delta=delta)[0]
-    from opacus.accountants import create_accountant
-
-    acc = create_accountant(accountant)
-    acc.history = [(noise_multiplier, sampling_rate, steps)]
-    return float(acc.get_epsilon(delta=delta))
+    """Epsilon of T Poisson-subsampled Gaussian steps after ``releases``, from the named accountant."""
+    return accountant_named(accountant).epsilon(GaussianSteps(sampling_rate, steps, relation, tuple(releases)),
+                                                noise_multiplier, delta)
 
 
 class SubsampledGaussianMethod(Method):

@@ -3,6 +3,9 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+# the submodule ``gaussian_rdp`` is imported before the function of that name is bound here: importing the submodule
+# later (as the accountants do) would otherwise rebind the package's ``gaussian_rdp`` to the module
+from . import gaussian_rdp as _gaussian_rdp_module  # noqa: F401
 from .calibration import InfeasibleTarget, calibrate_parameter
 from .rdp import (
     MAX_ORDER,

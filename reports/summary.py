@@ -1,7 +1,8 @@
-"""The README's results, generated from the committed studies (reports/NAME/leaderboard.csv): one table per study,
-a row per method, a column per epsilon, every row of its leaderboard. ``python -m inputdp.reports.summary README.md``
-rewrites the block between the markers; tests/test_reports.py fails when the README's block differs from what the
-committed reports give."""
+"""The results, generated from the committed studies (reports/NAME/leaderboard.csv). The README's block (between
+the markers) is the answer at a glance: per data set, neighbouring relation and epsilon, the best sound row of every
+own-best study and the next best method, then the index of the studies; reports/README.md holds every study's table
+(a row per method, a column per epsilon), the audits' and the mechanism audits'. ``python -m inputdp.reports.summary
+README.md`` rewrites both; tests/test_reports.py fails when either differs from what the committed reports give."""
 
 from __future__ import annotations
 
@@ -85,7 +86,12 @@ def _study_cell(r, other_design: bool = False) -> str:
     return " · ".join(parts)
 
 
-def study_table(folder: Path) -> list[str]:
+def _title(folder: Path, link: str) -> str:
+    """A study's name and the link to its README, from the page it is written on (``link``: the path to reports/)."""
+    return f"**{folder.name}** ([{link}{folder.name}/README.md]({link}{folder.name}/README.md))"
+
+
+def study_table(folder: Path, link: str = "reports/") -> list[str]:
     """One study's table: a row per (data set, preset, model, method, accountant), a column per epsilon; the
     non-private reference in the title; sound rows first."""
     board = pd.read_csv(folder / "leaderboard.csv")
@@ -93,7 +99,7 @@ def study_table(folder: Path) -> list[str]:
     private = board[[math.isfinite(float(e)) for e in board["epsilon"]]]
     places = sorted({(r.dataset, r.preset) for r in board.itertuples()})
     several = len(places) > 1
-    title = f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md))"
+    title = _title(folder, link)
     if not several:
         title += f": {places[0][0]}, preset {places[0][1]}"
     reference = board.drop(private.index)
@@ -118,7 +124,7 @@ def study_table(folder: Path) -> list[str]:
     return lines + [row for _, row in sorted(rows, key=lambda x: x[0])]
 
 
-def mechanism_table(folder: Path) -> list[str]:
+def mechanism_table(folder: Path, link: str = "reports/") -> list[str]:
     """The mechanism audits (``mechanism_audits.csv``): per preset, method and options, the median over seeds of the
     loosest release's mu_lb / mu_allowed at each epsilon (mu_allowed: the largest mu the run's claimed (epsilon,
     delta) at its (q, T, relation) allows the release, from the event the claim composes, never from the code's own
@@ -126,7 +132,7 @@ def mechanism_table(folder: Path) -> list[str]:
     were refuted (all must be) and how many at 1.3 times it read tight (none may)."""
     df = pd.read_csv(folder / "mechanism_audits.csv", keep_default_na=False)
     df["options"] = [", ".join(o for o in str(v).split(",") if o and o != "accountant=pld") for v in df["options"]]
-    lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): each method's own "
+    lines = [f"{_title(folder, link)}: each method's own "
              "release on a worst-case pair against the least noise its run's claimed (epsilon, delta) at (q, T, "
              "relation) allows; tight to X = mu_lb / mu_allowed, mu_allowed the largest mu the claim's own event "
              "allows the release (median of the seeds, loosest release; tight at X >= 0.9); refuted when mu_lb > "
@@ -170,7 +176,7 @@ def _tight_mark(verdicts: pd.Series) -> str:
 DECISIVE = "canary_inputs"
 
 
-def model_audit_table(folder: Path, kind: str = DECISIVE) -> list[str]:
+def model_audit_table(folder: Path, kind: str = DECISIVE, link: str = "reports/") -> list[str]:
     """A study of model audits alone (``audits.csv``, no leaderboard): one row per method, one column per (data set,
     preset), each cell the white-box bound of its ``kind`` audit at each claimed epsilon (the larger of Steinke's and
     the f-DP bound of the same guesses) and the verdict."""
@@ -178,7 +184,7 @@ def model_audit_table(folder: Path, kind: str = DECISIVE) -> list[str]:
     df = df[df["canary"] == kind].rename(columns={"white-box epsilon_lb": "steinke", "white-box f-DP": "fdp",
                                                   "relation, design": "relation_design"})
     places = sorted({(r.dataset, r.preset) for r in df.itertuples()})
-    lines = [f"**{folder.name}** ([reports/{folder.name}/README.md](reports/{folder.name}/README.md)): the white-box "
+    lines = [f"{_title(folder, link)}: the white-box "
              f"test that decides ({kind}: 1,000 canaries, each with an input coordinate of its own) on the row's own "
              "model, seed 0: the larger of Steinke et al.'s and the f-DP bound of the same guesses at each claimed "
              "epsilon; every audit of the study in its README", "",
@@ -207,48 +213,78 @@ def _first_number(cell: str) -> float:
 
 
 def summary(reports: Path = ROOT) -> str:
-    """Every committed study's table, in name order, between the markers; then the studies of model audits alone
-    and the mechanism audits."""
-    parts = [BEGIN, "", *answer_block(reports), "", LEGEND]
+    """The README's block: the answer across the own-best studies, then the index of every committed study."""
+    index = [f"[{p.name}](reports/{p.name}/README.md)" for p in sorted(reports.iterdir()) if (p / "README.md").exists()]
+    parts = [BEGIN, "", *answer_block(reports), "",
+             "Every study's table (a row per method, a column per epsilon: accuracy, time, both audits' bounds), the "
+             "audit and mechanism tables: [reports/README.md](reports/README.md). Studies, each with its README of "
+             "how it was run: " + ", ".join(index) + "."]
+    return "\n".join([*parts, "", END])
+
+
+def details(reports: Path = ROOT) -> str:
+    """reports/README.md: every committed study's table, in name order; then the studies of model audits alone and
+    the mechanism audits."""
+    parts = [DETAILS_HEAD, "", LEGEND]
     for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
-        parts += ["", *study_table(folder)]
+        parts += ["", *study_table(folder, link="")]
     if any(OTHER_DESIGN in line for line in parts):  # the mark's legend once, under the studies' tables
         parts += ["", OTHER_DESIGN_NOTE]
     for folder in sorted(p for p in reports.iterdir()
                          if (p / "audits.csv").exists() and not (p / "leaderboard.csv").exists()):
-        parts += ["", *model_audit_table(folder)]
+        parts += ["", *model_audit_table(folder, link="")]
     for folder in sorted(p for p in reports.iterdir() if (p / "mechanism_audits.csv").exists()):
-        parts += ["", *mechanism_table(folder)]
-    return "\n".join([*parts, "", END])
+        parts += ["", *mechanism_table(folder, link="")]
+    return "\n".join([*parts, ""])
 
 
+DETAILS_HEAD = ("# Results, every study\n\nGenerated by `python -m inputdp.reports.summary README.md` from the committed "
+                "studies (each folder's leaderboard.csv, audits.csv, mechanism_audits.csv and its README of how it was "
+                "run); do not edit by hand. The answer at a glance is in the top-level README.")
 ANSWER_HEAD = ("**Which method, at what cost** (each method at its own best recipe, the studies of the `own_best` view): "
-               "the most accurate row whose claim is a guarantee for the released model that no audit refutes, per "
-               "data set, relation and epsilon; time as a multiple of non-private's whole run")
+               "per data set, relation and epsilon, the most accurate row whose claim is a guarantee for the released "
+               "model that no audit refutes, the study it is from, its time as a multiple of non-private's whole run, "
+               "and the next best other method")
 
 
-def answer_block(reports: Path = ROOT) -> list[str]:
-    """The answer tables of the own-best studies (every method at its own best recipe) as one table."""
-    rows, legends = [], []
+def _own_best_boards(reports: Path) -> pd.DataFrame:
+    """The own-best studies' leaderboards (every method at its own best recipe, the reference among them) as one,
+    each row with its study; a configuration in several studies once (the most seeds, then the first study)."""
+    boards = []
     for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
         board = pd.read_csv(folder / "leaderboard.csv")
         if board.empty or not (board["view"] == "own_best").all() or not (board["method"] == "nonprivate").any():
             continue  # a matched-view study, or a part of another study's runs without the reference
-        answer = answer_table(board)
-        legends.append(answer_legend(answer))
-        for a in answer.itertuples(index=False):
-            best = a[3] if not a[4] else f"{a[3]} ({a[4]})"
-            rows.append(f"| {folder.name} | {a.relation} | {a.epsilon} | {best} | {a[5]} | "
-                        f"{a[6].replace(' whole run', '')} | {a[7]} |")
-    if not rows:
+        boards.append(board.assign(study=folder.name))
+    if not boards:
+        return pd.DataFrame()
+    both = pd.concat(boards, ignore_index=True).sort_values(["seeds", "study"], ascending=[False, True], kind="stable")
+    return both.drop_duplicates(["dataset", "method", "model", "epsilon"]).reset_index(drop=True)
+
+
+def answer_block(reports: Path = ROOT) -> list[str]:
+    """The answer across the own-best studies: one row per (data set, relation, epsilon)."""
+    board = _own_best_boards(reports)
+    if board.empty:
         return []
-    head = ["| study | relation | eps | best sound method (model) | accuracy % (seeds) | time | next best |",
-            "|---|---|---|---|---|---|---|"]
-    return [ANSWER_HEAD, "", *head, *rows, "", max(legends, key=len)]
+    answer = answer_table(board)
+    study = {(r.dataset, str(r.method), str(r.model), float(r.epsilon)): r.study for r in board.itertuples()}
+    rows = []
+    for a in answer.itertuples(index=False):
+        best = a[3] if not a[4] else f"{a[3]} ({a[4]})"
+        where = study.get((a.dataset, a[3], a[4], float(a.epsilon)), "")
+        rows.append(f"| {a.dataset} | {a.relation} | {a.epsilon} | {best} | {a[5]} | {where} | "
+                    f"{a[6].replace(' whole run', '')} | {a[7]} |")
+    head = ["| data set | relation | eps | best sound method (model) | accuracy % (seeds) | study | time | next best |",
+            "|---|---|---|---|---|---|---|---|"]
+    return [ANSWER_HEAD, "", *head, *rows, "", answer_legend(answer)]
 
 
 def rewrite(readme: Path, reports: Path = ROOT) -> bool:
-    """Replace the README's block by the generated one; True when it changed."""
+    """Replace the README's block by the generated one and write reports/README.md; True when either changed."""
+    full = reports / "README.md"
+    before = full.read_text() if full.exists() else ""
+    full.write_text(details(reports))
     text = readme.read_text()
     if BEGIN not in text or END not in text:
         raise SystemExit(f"{readme} has no results block ({BEGIN!r} ... {END!r})")
@@ -256,7 +292,7 @@ def rewrite(readme: Path, reports: Path = ROOT) -> bool:
     tail = rest.split(END, 1)[1]
     new = head + summary(reports) + tail
     readme.write_text(new)
-    return new != text
+    return new != text or full.read_text() != before
 
 
 if __name__ == "__main__":

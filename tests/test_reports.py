@@ -335,15 +335,17 @@ def test_a_published_row_is_set_beside_the_measured_row_of_its_own_model():
 
 
 def test_the_readme_results_are_the_committed_reports(tmp_path):
-    """The README's results block is what the committed studies give, figure for figure; and it is a front door."""
+    """The README's results block and reports/README.md are what the committed studies give, figure for figure;
+    and the README is a front door."""
     from pathlib import Path
 
-    from inputdp.reports.summary import BEGIN, END, rewrite, summary
+    from inputdp.reports.summary import BEGIN, END, details, rewrite, summary
 
     root = Path(__file__).resolve().parents[1]
     readme = (root / "README.md").read_text()
     block = BEGIN + readme.split(BEGIN, 1)[1].split(END, 1)[0] + END
     assert block == summary(root / "reports")
+    assert (root / "reports" / "README.md").read_text() == details(root / "reports")
     assert len(readme.splitlines()) <= 200
     # the check can fail: a report changed after the README was written shows up
     reports = tmp_path / "reports"
@@ -354,10 +356,29 @@ def test_the_readme_results_are_the_committed_reports(tmp_path):
     copy.write_text(f"x\n{BEGIN}\n{END}\n")
     first = board.iloc[0]  # its cell, computed here from the csv's own columns
     cell = f"{100 * first['acc_mean']:.2f} ± {100 * first['acc_std']:.2f} ({int(first['seeds'])})"
-    assert rewrite(copy, reports) and f"| {cell} · " in copy.read_text()
+    assert rewrite(copy, reports) and f"| {cell} · " in (reports / "README.md").read_text()
+    assert "[reports/README.md](reports/README.md)" in copy.read_text()
     board.loc[0, "acc_mean"] = first["acc_mean"] - 0.05  # the report changes after the README was written
     board.to_csv(reports / "s" / "leaderboard.csv", index=False)
-    assert summary(reports) not in copy.read_text()
+    assert details(reports) != (reports / "README.md").read_text()
+
+
+def test_the_answer_spans_the_own_best_studies_one_row_per_relation_and_budget(tmp_path):
+    """Two own-best studies holding the same configuration: it is counted once, the row names its study, and the
+    next best is another method, not the same one again from the other study."""
+    from inputdp.reports.summary import answer_block
+
+    root = Path(__file__).resolve().parents[1]
+    board = pd.read_csv(root / "reports" / "mnist-best" / "leaderboard.csv")
+    for name in ("a-study", "b-study"):
+        (tmp_path / name).mkdir()
+        board.to_csv(tmp_path / name / "leaderboard.csv", index=False)
+    rows = [line for line in answer_block(tmp_path) if line.startswith("| mnist |")]
+    keys = [tuple(cell.strip() for cell in line.split("|")[1:4]) for line in rows]
+    assert len(keys) == len(set(keys)) > 0  # one row per (data set, relation, epsilon)
+    for line in rows:
+        cells = [c.strip() for c in line.split("|")]
+        assert cells[6] == "a-study" and not cells[8].startswith(cells[4].split(" (")[0] + " (")
 
 
 def test_a_studys_summary_is_a_row_per_method_and_a_column_per_epsilon(tmp_path):

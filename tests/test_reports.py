@@ -669,6 +669,8 @@ def test_the_answer_covers_a_relation_once_a_row_claims_it():
     dpsgd = row("dpsgd", "add_remove", "add/remove one example", 0.98, "subsampled_gaussian")
     answer = answer_table(pd.DataFrame([pate, other, zero, dpsgd])).set_index("relation")
     assert answer.loc["zero-out", "best sound method"] == "dpsgd"
+    # and the next best is another method, not DP-SGD's own zero-out row (the same pair, the same runs' twin)
+    assert answer.loc["zero-out", "next best"].startswith("pate (m) ")
 
 
 def test_a_recipe_of_the_preset_s_own_at_an_epsilon_keeps_its_row_and_another_norm_gets_its_own():

@@ -296,13 +296,13 @@ class _PassTrace:
      "--canaries", "20", "--steps", "4", "--json"]], ids=["run", "audit"])
 def test_a_runs_configuration_passes_through_each_module_at_most_twice(argv, tmp_path, capsys):
     """From ``bench`` to the store, the configuration is resolved, checked and fingerprinted once (resolve), handed
-    down, and never re-resolved below: no module is entered with it more than twice."""
+    down, and never re-resolved below: the harness is entered with it once, no other module more than twice."""
     from inputdp.benchmarks.cli import main
 
     with _PassTrace() as trace:
         assert main([*argv, "--tracking-uri", f"sqlite:///{tmp_path / 's.db'}"]) == 0
     assert trace.passes["inputdp.benchmarks.resolve"] == ["check_feasible"]  # the one resolution, above the harness
-    assert "inputdp.benchmarks.harness" in trace.passes
+    assert trace.passes["inputdp.benchmarks.harness"] == ["run"]  # entered once: it reads top to bottom from there
     assert any(m.startswith("inputdp.benchmarks.tracking.") for m in trace.passes)  # the tracker's package
     assert {m: p for m, p in trace.passes.items() if len(p) > 2} == {}
 

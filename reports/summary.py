@@ -249,7 +249,8 @@ ANSWER_HEAD = ("**Which method, at what cost** (each method at its own best reci
 
 def _own_best_boards(reports: Path) -> pd.DataFrame:
     """The own-best studies' leaderboards (every method at its own best recipe, the reference among them) as one,
-    each row with its study; a configuration in several studies once (the most seeds, then the first study)."""
+    each row with its study; a configuration (method, model, (q, T), epsilon) in several studies once (the most
+    seeds, then the first study); another recipe of the same method is another row."""
     boards = []
     for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
         board = pd.read_csv(folder / "leaderboard.csv")
@@ -259,7 +260,7 @@ def _own_best_boards(reports: Path) -> pd.DataFrame:
     if not boards:
         return pd.DataFrame()
     both = pd.concat(boards, ignore_index=True).sort_values(["seeds", "study"], ascending=[False, True], kind="stable")
-    return both.drop_duplicates(["dataset", "method", "model", "epsilon"]).reset_index(drop=True)
+    return both.drop_duplicates(["dataset", "method", "model", "q", "T", "epsilon"]).reset_index(drop=True)
 
 
 def answer_block(reports: Path = ROOT) -> list[str]:
@@ -268,7 +269,9 @@ def answer_block(reports: Path = ROOT) -> list[str]:
     if board.empty:
         return []
     answer = answer_table(board)
-    study = {(r.dataset, str(r.method), str(r.model), float(r.epsilon)): r.study for r in board.itertuples()}
+    study = {}  # the study of the most accurate row of each (data set, method, model, epsilon): the one the answer shows
+    for r in board.sort_values("acc_mean", ascending=False).itertuples():
+        study.setdefault((r.dataset, str(r.method), str(r.model), float(r.epsilon)), r.study)
     rows = []
     for a in answer.itertuples(index=False):
         best = a[3] if not a[4] else f"{a[3]} ({a[4]})"

@@ -2,7 +2,7 @@
 
 - ``local`` (default): one configuration after another, in this process; with ``workers=N`` (``--workers N``) N
   configurations at a time in N spawned processes of cores/N threads each (runs x threads = cores), the sweep's
-  progress bar here. A run's metrics do not depend on where it ran (tests/test_parallel.py compares them).
+  progress bar here. A run's metrics do not depend on where it ran (tests/benchmarks/test_parallel.py compares them).
 - ``ray``: each configuration a Ray task with declared resources, on a cluster (``--ray-address``) or a local
   one started for the sweep.
 - ``submitit``: a SLURM job array (``cluster="local"`` runs the same code as local processes, for tests).

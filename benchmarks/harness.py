@@ -142,7 +142,7 @@ def params_and_tags(p: Prepared) -> tuple[dict[str, Any], dict[str, str]]:
     params[names.PARAM_FEATURE_DIM] = getattr(p.method.unwrap(p.model), names.PARAM_FEATURE_DIM, "")
     params.update(p.perf.as_params())
     # the intra-op threads the run's float reductions were split over: the same configuration on another count gives
-    # the same results to about 1e-7 per step, not bit for bit (tests/test_parallel.py)
+    # the same results to about 1e-7 per step, not bit for bit (tests/benchmarks/test_parallel.py)
     params[names.PARAM_THREADS] = torch.get_num_threads()
     params.update({f"{names.PARAM_METHOD}{k}": v for k, v in p.method.describe().items()})
     return params, p.resolved.tags(p.perf)

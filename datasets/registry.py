@@ -66,7 +66,7 @@ register_dataset(DatasetInfo(
 # channels, train, test, classes, what). medmnist publishes no normalisation constants; its own examples normalise
 # with 0.5, and so does the suite (an estimate from the training images would be a release of the private set that no
 # claim covers). DermaMNIST keeps the constants the suite has always used for it (THEORY.md,
-# "Normalisation and the data's identity"); tests/test_own_data.py checks each entry against medmnist.INFO.
+# "Normalisation and the data's identity"); tests/datasets/test_own_data.py checks each entry against medmnist.INFO.
 MEDMNIST = (
     ("pathmnist", "PathMNIST", 3, 89996, 7180, 9, "colon pathology"),
     ("dermamnist", "DermaMNIST", 3, 7007, 2005, 7, "skin lesions"),

@@ -50,7 +50,7 @@ from .weight_standardisation import standardise_weights
 # Opacus hooks every trainable layer with a full backward hook; where a layer's input needs no gradient (the first
 # layer on the data, or a layer after a fixed frontend), PyTorch warns that the hook fires with respect to the
 # module's outputs. That is all Opacus reads, and the per-example gradients are exact all the same (checked one
-# example at a time in tests/test_scatternet.py), so the warning is silenced, this one only.
+# example at a time in tests/benchmarks/test_scatternet.py), so the warning is silenced, this one only.
 warnings.filterwarnings("ignore", message="Full backward hook is firing when gradients are computed with respect to "
                         "module outputs since no inputs require gradients", category=UserWarning)
 

@@ -15,7 +15,7 @@ input a_i and that output gradient g_i, so from the same two tensors:
 
 The noise is then added once to the sum by Opacus' own DPOptimizer, whose clipping alone is replaced (``bk_optimizer``),
 over the expected batch size. Opacus stays the reference implementation (``grad_sample_mode=hooks|functorch|ghost``);
-tests/test_fast_clipping.py checks this update against each example's own autograd gradient, clipped and summed, on
+tests/methods/test_fast_clipping.py checks this update against each example's own autograd gradient, clipped and summed, on
 every registered model it supports.
 
 Supported trainable layers: nn.Linear, nn.Conv2d (any stride, padding, dilation, groups; zero padding), nn.GroupNorm.

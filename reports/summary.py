@@ -2,7 +2,7 @@
 the markers) is the answer at a glance: per data set, neighbouring relation and epsilon, the best sound row of every
 own-best study and the next best method, then the index of the studies; reports/README.md holds every study's table
 (a row per method, a column per epsilon), the audits' and the mechanism audits'. ``python -m inputdp.reports.summary
-README.md`` rewrites both; tests/test_reports.py fails when either differs from what the committed reports give."""
+README.md`` rewrites both; tests/reports/test_reports.py fails when either differs from what the committed reports give."""
 
 from __future__ import annotations
 

@@ -117,7 +117,7 @@ TOY_OPTIONS = [{}, {"adjacency": "replace_input"}, {"adjacency": "zero_out"}]
 
 
 def _contract_cases(contract, name: str):
-    """Every test of tests/test_method_contract.py that takes a method (``name``, or ``method`` with its ``options``),
+    """Every test of tests/methods/test_method_contract.py that takes a method (``name``, or ``method`` with its ``options``),
     with the plug-in in the method's place and each value of the test's other parameters."""
     for test_name, test in sorted(vars(contract).items()):
         if not test_name.startswith("test_") or not callable(test):
@@ -143,9 +143,9 @@ def _contract_cases(contract, name: str):
 
 
 def test_installed_plugin_passes_every_contract_test(toy_registered):
-    """The contract every built-in method passes (tests/test_method_contract.py), every test of it that takes a
+    """The contract every built-in method passes (tests/methods/test_method_contract.py), every test of it that takes a
     method, refusals included, run on the plug-in under each of its relations where a test takes options."""
-    from . import test_method_contract as contract
+    from .methods import test_method_contract as contract
 
     contract.STEP_METHODS.append(TOY_NAME)  # a step method: the smoke run checks its steps and its accuracy
     ran = set()

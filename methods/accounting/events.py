@@ -125,7 +125,7 @@ def allowed_noise(event, *, epsilon: float, delta: float, relation: str = ADD_RE
     Unsampled Gaussians alone (add/remove, the sensitivity folded into the noise multipliers) compose exactly to one
     of mu = sqrt(sum_i 1 / s_i^2) (Dong, Roth & Su 2022, Corollary 3.3), so s_min = mu(unit event) / gdp_mu(epsilon,
     delta), exact. Otherwise dp_accounting's PLD on a grid of ``PLD_INTERVAL``, pessimistic: its epsilon is an upper
-    bound, so s_min is at or above the exact one by the grid's error (tests/test_mechanism_audit.py measures it)."""
+    bound, so s_min is at or above the exact one by the grid's error (tests/benchmarks/test_mechanism_audit.py measures it)."""
     key = (repr(event), float(epsilon), float(delta), relation)
     if key in _ALLOWED:
         return _ALLOWED[key]

@@ -10,7 +10,7 @@ import pytest
 
 from inputdp.benchmarks.cli import main
 
-from .helpers import write_mnist
+from ..helpers import write_mnist
 
 
 def test_list(capsys):
@@ -71,7 +71,7 @@ def test_every_flag_says_what_it_does_and_its_default():
 
 def test_a_run_without_a_preset_is_announced_with_its_time(tmp_path, capsys):
     """No --preset: the default (cpu) is named on stderr with its measured time per run and the sweep's estimate,
-    after every check (a refusal stays one line: tests/test_hostile_input.py)."""
+    after every check (a refusal stays one line: tests/benchmarks/test_hostile_input.py)."""
     uri = f"sqlite:///{tmp_path / 's.db'}"
     assert main(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--seeds", "0,1", "--steps", "2",
                  "--no-progress", "--tracking-uri", uri]) == 0

@@ -222,7 +222,7 @@ def test_replace_one_needs_between_one_and_two_times_the_add_remove_noise(q, ste
 def test_dpsgd_states_the_relation_in_its_claim_and_key():
     from inputdp.benchmarks.resolve import resolve
 
-    from .helpers import smoke_config
+    from ..helpers import smoke_config
 
     plain = smoke_config("dpsgd", epsilon=2.0)
     replaced = smoke_config("dpsgd", epsilon=2.0, method_options={"dpsgd": {"adjacency": "replace_input"}})

@@ -12,7 +12,7 @@ from inputdp.benchmarks.server import start_mlflow_server
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 from inputdp.core.config import PerfFlags
 
-from .helpers import smoke_config
+from ..helpers import smoke_config
 
 pytestmark = pytest.mark.integration
 

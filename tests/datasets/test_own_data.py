@@ -24,7 +24,7 @@ from inputdp.datasets.sources import load_synthetic
 from inputdp.datasets.tensor_data import _load_raw
 from inputdp.reports.leaderboard import leaderboard, load_runs, tidy
 
-from .helpers import not_parents, write_mnist
+from ..helpers import not_parents, write_mnist
 
 
 @pytest.fixture(autouse=True)

@@ -14,7 +14,7 @@ from inputdp.datasets import load_tensor_data
 from inputdp.methods import METHODS, create_method
 from inputdp.methods.base import Method, PrivacyClaim
 
-from .helpers import QUIET, smoke_config
+from ..helpers import QUIET, smoke_config
 
 NAMES = METHODS.names()
 STEP_METHODS = [n for n in NAMES if not METHODS.get(n).facts().own_loop]  # one step per Poisson batch

@@ -9,7 +9,7 @@ from inputdp.benchmarks.resolve import check_feasible, resolve, with_checked_dat
 from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 
-from .helpers import QUIET, smoke_config
+from ..helpers import QUIET, smoke_config
 
 
 @pytest.mark.slow

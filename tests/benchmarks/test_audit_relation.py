@@ -27,7 +27,7 @@ from inputdp.core.claims import (
 from inputdp.datasets import blank_value, load_tensor_data
 from inputdp.methods import METHODS
 
-from .helpers import QUIET, smoke_config
+from ..helpers import QUIET, smoke_config
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import METHODS, create_method, noise
 
-from .helpers import smoke_config
-from .test_hostile_input import _assert_one_line, _call
+from ..benchmarks.test_hostile_input import _assert_one_line, _call
+from ..helpers import smoke_config
 
 NAMES = METHODS.names()
 PRIVATE = [n for n in NAMES if METHODS.get(n).facts().private]

@@ -16,7 +16,7 @@ import pytest
 from inputdp.benchmarks.server import start_mlflow_server
 from inputdp.benchmarks.tracking import client, experiment_id
 
-from .helpers import not_parents
+from ..helpers import not_parents
 
 pytestmark = [pytest.mark.integration, pytest.mark.slow]
 

@@ -24,7 +24,7 @@ from inputdp.benchmarks.resolve import resolve
 from inputdp.core.errors import ConfigError
 from inputdp.methods.dirichlet_softmax import dirichlet_nll
 
-from .helpers import QUIET, smoke_config
+from ..helpers import QUIET, smoke_config
 
 
 def direct_p_value(eps: float, r: int, v: int, m: int, delta: float) -> float:

@@ -29,7 +29,7 @@ from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import load_tensor_data
 
-from .helpers import QUIET, smoke_config
+from ..helpers import QUIET, smoke_config
 
 
 @pytest.fixture(scope="module")

@@ -23,8 +23,8 @@ from hypothesis import strategies as st
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.resolve import check_feasible
 
-from .helpers import idx_file as _idx
-from .helpers import write_mnist
+from ..helpers import idx_file as _idx
+from ..helpers import write_mnist
 
 RUN = ["run", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--preset", "smoke", "--no-progress"]
 RUN_SYNTHETIC = ["run", "--methods", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke", "--no-progress"]
@@ -455,7 +455,7 @@ _steps = st.one_of(st.integers(min_value=-5, max_value=10**13), st.sampled_from(
        steps=st.one_of(_steps, _text))
 def test_calibrate_either_meets_the_target_or_refuses_in_one_line(method, epsilon, delta, q, steps):
     # dpsgd's default PLD takes up to about 3 s at extreme (q, T) (q = 1e-5, T = 1e5: a wide loss distribution); the
-    # time bound here is RDP's, and PLD's refusals and answers are tested in tests/test_pld.py. The per-example
+    # time bound here is RDP's, and PLD's refusals and answers are tested in tests/methods/test_pld.py. The per-example
     # accountant (dirichlet_softmax, gaussian_penultimate) composes a PLD T times per trial sigma: at q = 1e-5,
     # T = 1,369,556 its calibration took 13 s here (ten dp_accounting self-compositions of 1.3 s), so its bound is
     # "no hang", not "instant"
@@ -505,7 +505,7 @@ def test_a_diverged_run_ends_failed_in_one_line(tmp_path):
     the exit code is 1 and no table of results is printed."""
     from mlflow.tracking import MlflowClient
 
-    from .helpers import not_parents
+    from ..helpers import not_parents
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     code, out, err, _ = _call(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke",
@@ -523,7 +523,7 @@ def test_a_loss_grown_by_orders_of_magnitude_ends_failed(tmp_path):
     run ends FAILED in one line rather than FINISHED with a broken model."""
     from mlflow.tracking import MlflowClient
 
-    from .helpers import not_parents
+    from ..helpers import not_parents
 
     uri = f"sqlite:///{tmp_path / 'm.db'}"
     code, out, err, _ = _call(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke",

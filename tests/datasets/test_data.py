@@ -16,7 +16,7 @@ from inputdp.datasets import load_tensor_data
 from inputdp.datasets.tensor_data import _load_raw
 from inputdp.methods.augment import random_crop_flip
 
-from .helpers import write_mnist
+from ..helpers import write_mnist
 
 
 @pytest.fixture(autouse=True)

@@ -12,7 +12,7 @@ import pytest
 import torch
 from torch import nn
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _model() -> nn.Module:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from inputdp.core import names
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 #: the modules that write runs (tags, params, metrics) or read them back from MLflow
 STORE_MODULES = ["benchmarks/harness.py", "benchmarks/tracking/store.py", "benchmarks/tracking/tracker.py",
                  "benchmarks/tracking/uri.py", "benchmarks/audits/one_run.py",

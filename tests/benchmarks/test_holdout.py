@@ -15,7 +15,7 @@ from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.errors import ConfigError
 from inputdp.reports.leaderboard import leaderboard, load_runs, tidy
 
-from .helpers import QUIET
+from ..helpers import QUIET
 
 
 def _numbered(n_train: int = 100, n_test: int = 30):

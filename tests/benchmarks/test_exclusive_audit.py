@@ -42,7 +42,7 @@ from inputdp.core.claims import NULL, RELATION_VALUES
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import blank_value, load_tensor_data
 
-from .helpers import QUIET, smoke_config
+from ..helpers import QUIET, smoke_config
 
 
 @pytest.fixture(scope="module")

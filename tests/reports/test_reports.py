@@ -15,7 +15,7 @@ from inputdp.benchmarks.sweep import Overrides, expand, run_sweep
 from inputdp.core.config import PerfFlags
 from inputdp.reports.leaderboard import audit_table, display_table, leaderboard, load_runs, paper_results, tidy, write_report
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 METHODS = ["nonprivate", "dirichlet_softmax", "gaussian_penultimate"]
 
@@ -341,7 +341,7 @@ def test_the_readme_results_are_the_committed_reports(tmp_path):
 
     from inputdp.reports.summary import BEGIN, END, details, rewrite, summary
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     readme = (root / "README.md").read_text()
     block = BEGIN + readme.split(BEGIN, 1)[1].split(END, 1)[0] + END
     assert block == summary(root / "reports")
@@ -368,7 +368,7 @@ def test_the_answer_spans_the_own_best_studies_one_row_per_relation_and_budget(t
     next best is another method, not the same one again from the other study."""
     from inputdp.reports.summary import answer_block
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     board = pd.read_csv(root / "reports" / "mnist-best" / "leaderboard.csv")
     for name in ("a-study", "b-study"):
         (tmp_path / name).mkdir()

@@ -22,8 +22,8 @@ from inputdp.methods.accounting.one_release import (
 from inputdp.methods.dp_least_squares import DPLeastSquares, sensitivities
 from inputdp.methods.feature_perturbation import FeaturePerturbation
 
-from .helpers import smoke_config
-from .test_hostile_input import _assert_one_line, _call
+from ..benchmarks.test_hostile_input import _assert_one_line, _call
+from ..helpers import smoke_config
 
 SPEC = PrivacySpec(epsilon=2.0, delta=1e-5, sampling_rate=0.01, steps=100)
 

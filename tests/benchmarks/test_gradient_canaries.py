@@ -33,7 +33,7 @@ from inputdp.benchmarks.resolve import resolve
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import load_tensor_data
 
-from .helpers import QUIET, smoke_config
+from ..helpers import QUIET, smoke_config
 
 RECORD = 200
 
@@ -243,7 +243,7 @@ def test_a_scatternet_model_gets_its_canary_rows_in_feature_space(tmp_path):
     """A fixed frontend (ScatterNet) would map a canary row's mark away: the rows are appended to the frontend's
     features, so DP-SGD's batches carry them as they are; every canary row is sampled at the run's rate and the
     gradient recovered from the iterates is the one the optimizer applied."""
-    from .helpers import write_mnist
+    from ..helpers import write_mnist
 
     write_mnist(tmp_path, n_train=64, n_test=32)
     root = tmp_path

@@ -19,7 +19,7 @@ from inputdp.benchmarks import tracking
 from inputdp.benchmarks.tracking import MLflowTracker, client, experiment_id
 from inputdp.core import names
 
-from .helpers import not_parents
+from ..helpers import not_parents
 
 
 def _bench(*args: str) -> list[str]:

@@ -17,7 +17,7 @@ from inputdp.benchmarks.tracking import client, experiment_id
 from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 
-from .helpers import not_parents, smoke_config
+from ..helpers import not_parents, smoke_config
 
 pytestmark = pytest.mark.slow
 

@@ -15,7 +15,7 @@ from inputdp.core import names
 from inputdp.core.config import PerfFlags
 from inputdp.methods import METHODS
 
-from .helpers import QUIET
+from ..helpers import QUIET
 
 
 @pytest.fixture

@@ -172,7 +172,7 @@ def test_pate_smoke_run():
     from inputdp.benchmarks.harness import run
     from inputdp.core.config import PerfFlags
 
-    from .helpers import smoke_config
+    from ..helpers import smoke_config
 
     class Epochs:  # what the store receives per phase
         seen: list = []

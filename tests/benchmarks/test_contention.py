@@ -15,7 +15,7 @@ from inputdp.core import names
 from inputdp.core.config import PerfFlags
 from inputdp.reports.leaderboard.board import _uncontended_median
 
-from .helpers import smoke_config
+from ..helpers import smoke_config
 
 
 def _history(*loads: float) -> list[dict[str, float]]:

@@ -26,14 +26,14 @@ from torch import nn
 
 from inputdp.core import names
 from inputdp.core.config import PerfFlags, RunConfig
-from inputdp.core.errors import ConfigError, Diverged
+from inputdp.core.errors import Diverged
 from inputdp.datasets import TensorData, check_holdout, load_tensor_data
 from inputdp.methods.base import Calibration, FitContext, PrivacyClaim, TrainingSetup
 
-from .frontend import _FRONTEND_CACHE, FRONTEND_BATCH, model_for, with_frontend_features, zero_head
+from .frontend import model_for, with_frontend_features, zero_head
 from .models import MODELS
 from .performance import load
-from .performance.load import contention, load_average
+from .performance.load import contention
 from .performance.memory import PeakMemory
 from .resolve import NOT_RESOLVED, ResolvedRun
 from .sampling import batch_generator, epoch_lengths, poisson_batches, warn_tiny_batches
@@ -384,7 +384,5 @@ def _check_diverged(config: RunConfig, epoch: int, batches: int, loss: float, sc
                        f"times its scale {scale:.3g} (lr={config.lr:g}, optimizer={config.optimizer}): lower --lr")
 
 
-#: what the harness's callers import from it (the façade: the pieces live in steps, frontend and performance.load)
-__all__ = ["FRONTEND_BATCH", "_FRONTEND_CACHE", "ConfigError", "NullCallback", "Prepared", "PrivacyLedgerError",
-           "ResolvedRun", "RunResult", "Steps", "contention", "evaluate", "load_average", "model_for", "prepare", "run",
-           "seed_everything", "timed_steps", "train", "with_frontend_features"]
+__all__ = ["NullCallback", "PrivacyLedgerError", "RunCallback", "RunResult", "interrupted", "params_and_tags", "prepare",
+           "run", "train"]

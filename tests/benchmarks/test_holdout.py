@@ -11,6 +11,7 @@ from inputdp.benchmarks import harness
 from inputdp.benchmarks.cli import main
 from inputdp.benchmarks.performance.speed import synthetic_data
 from inputdp.benchmarks.resolve import resolve
+from inputdp.benchmarks.steps import evaluate
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.core.errors import ConfigError
 from inputdp.reports.leaderboard import leaderboard, load_runs, tidy
@@ -61,7 +62,7 @@ def test_a_held_out_run_trains_without_them_and_reports_its_accuracy_on_them():
     assert harness.params_and_tags(p)[0]["train_size"] == 80 and harness.params_and_tags(p)[0]["holdout"] == 20
     result = harness.run(resolve(_config()), QUIET, data=data, keep_model=True)
     held = data.hold_out(20)
-    acc, _ = harness.evaluate(result.model, held.x_test, held.y_test, 1000)
+    acc, _ = evaluate(result.model, held.x_test, held.y_test, 1000)
     assert result.metrics["final_test_accuracy"] == pytest.approx(acc)
     # the privacy figures are those of the same (epsilon, delta, q, T): nothing about them depends on the split
     plain = harness.run(resolve(_config(holdout=0)), QUIET, data=data)

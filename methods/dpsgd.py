@@ -39,7 +39,6 @@ from inputdp.methods.augment import AUGMULT_KINDS, augment_copies, average_copie
 
 from . import DPSGD_INFO, noise
 from .accounting.accountants import accountant
-from .accounting.events import Release, subsampled_gaussian_steps
 from .base import Calibration, PrivacyClaim, ReleaseTrials, TrainingSetup
 from .dpsgd_mechanism import one_step_trials
 from .fast_clipping import BookKeeping, bk_optimizer
@@ -134,8 +133,7 @@ class DPSGD(SubsampledGaussianMethod):
     def release(self):
         """The statistics' releases (if any), then T Poisson-subsampled Gaussian steps, under the run's relation."""
         spec, cal = self._need_calibration()
-        return Release(subsampled_gaussian_steps(sigma=cal.noise["noise_multiplier"], sampling_rate=spec.sampling_rate,
-                                                 steps=spec.steps, releases=self.prior_releases()), self.relation)
+        return self.steps_release(spec, spec.steps).at(cal.noise["noise_multiplier"])
 
     def claim(self) -> PrivacyClaim:
         spec, cal = self._need_calibration()

@@ -63,6 +63,11 @@ class SubsampledGaussianMethod(Method):
         """(sigma_r, k): the unsubsampled Gaussian releases the method makes before its steps (none by default)."""
         return (0.0, 0)
 
+    def steps_release(self, spec: PrivacySpec, steps: int) -> GaussianSteps:
+        """What ``steps`` of the method release, but the noise: its prior releases, then the subsampled steps, under
+        its relation (the one value calibration, the ledger and ``release`` read)."""
+        return GaussianSteps(spec.sampling_rate, steps, self.relation, tuple(self.prior_releases()))
+
     def accountant_label(self) -> str:
         """The accountant as a claim names it: which one, and for ``pld`` its library version and grid."""
         accountant = self.options["accountant"]
@@ -79,15 +84,12 @@ class SubsampledGaussianMethod(Method):
         if accountant == "pld" and spec.steps > PLD_MAX_STEPS:
             raise ConfigError(f"{self.name}: steps={spec.steps} is not allowed with accountant=pld: it composes at "
                               f"most {PLD_MAX_STEPS:,} steps; use --option {self.name}.accountant=rdp")
+        release = self.steps_release(spec, spec.steps)
         try:
-            sigma = noise_multiplier_for(epsilon=spec.epsilon, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                                         steps=spec.steps, accountant=accountant, relation=self.relation,
-                                         releases=self.prior_releases())
+            sigma = least_noise(accountant, release, spec.epsilon, spec.delta)
         except InfeasibleTarget as err:
             raise ConfigError(f"{self.name}: {err}") from None
-        eps = gaussian_epsilon(noise_multiplier=sigma, delta=spec.delta, sampling_rate=spec.sampling_rate,
-                               steps=spec.steps, accountant=accountant, relation=self.relation,
-                               releases=self.prior_releases())
+        eps = accountant_named(accountant).epsilon(release, sigma, spec.delta)
         details = {"accountant": accountant, self.clip_option: self.options[self.clip_option]}
         if self.relation != ADD_REMOVE:
             details["adjacency"] = self.relation
@@ -103,7 +105,5 @@ class SubsampledGaussianMethod(Method):
         spec, cal = self._need_calibration()
         if steps_done <= 0 and self.prior_releases()[1] == 0:
             return 0.0
-        return gaussian_epsilon(noise_multiplier=cal.noise["noise_multiplier"], delta=spec.delta,
-                                sampling_rate=spec.sampling_rate, steps=max(steps_done, 0),
-                                accountant=self.options["accountant"], relation=self.relation,
-                                releases=self.prior_releases())
+        return accountant_named(self.options["accountant"]).epsilon(
+            self.steps_release(spec, max(steps_done, 0)), cal.noise["noise_multiplier"], spec.delta)

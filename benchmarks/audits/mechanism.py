@@ -47,6 +47,7 @@ import pandas as pd
 from scipy import stats
 
 from inputdp.core import names
+from inputdp.core.claims import relation_key
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import METHODS as METHOD_REGISTRY
@@ -313,7 +314,8 @@ class MechanismStore:
     def log(self, row: dict[str, Any], config) -> str:
         tags = {names.TAG_KIND: names.KIND_MECHANISM_AUDIT, names.TAG_METHOD: row["method"],
                 names.TAG_DATASET: row["dataset"], names.TAG_PRESET: row["preset"],
-                names.TAG_PRIVACY_ADJACENCY: row["adjacency"], names.TAG_MECHANISM_RELEASE: row["release"],
+                names.TAG_PRIVACY_ADJACENCY: row["adjacency"], names.TAG_PRIVACY_RELATION: relation_key(row["adjacency"]),
+                names.TAG_MECHANISM_RELEASE: row["release"],
                 names.TAG_MECHANISM_VERDICT: row["verdict"]}
         params = {names.PARAM_EPSILON: row["spec_epsilon"], names.PARAM_DELTA: row["delta"],
                   names.PARAM_SAMPLING_RATE: row["sampling_rate"], names.PARAM_STEPS: row["steps"],

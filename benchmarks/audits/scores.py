@@ -13,6 +13,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from inputdp.core import names
 from inputdp.core.errors import ConfigError
 
 from ..models import MODELS
@@ -38,7 +39,7 @@ GENERAL_SCORES = tuple(s for s in SCORES if s not in ONE_TEST)
 
 
 
-BLACK_BOX = ("loss", "margin", "reference_rank")
+BLACK_BOX = names.BLACK_BOX_SCORES
 
 
 

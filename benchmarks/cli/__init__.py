@@ -27,6 +27,7 @@ COMMANDS = {
     "hidden-state": "inputdp.benchmarks.cli.audit:HiddenState",
     "server": "inputdp.benchmarks.cli.server:Server",
     "study": "inputdp.benchmarks.cli.study:Study",
+    "store": "inputdp.benchmarks.cli.store:Store",
 }
 EXIT_INTERRUPTED = 130  # 128 + SIGINT
 EXIT_TERMINATED = 143  # 128 + SIGTERM

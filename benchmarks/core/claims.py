@@ -66,6 +66,15 @@ def relation_named(name: str) -> Relation:
     raise ValueError(f"relation {name!r} is not known: choose one of {', '.join(RELATION_VALUES)}")
 
 
+def relation_key(adjacency: str) -> str:
+    """The key of the relation an adjacency text (or key) names, "" where it names none (a reference run's): what a
+    claim's ``privacy.relation`` tag holds, derived as :class:`PrivacyClaim` derives its relation."""
+    try:
+        return relation_named(adjacency).key
+    except ValueError:
+        return ""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Calibration:
     """The calibrated noise parameter(s) and the epsilon they reach over the full T steps."""

@@ -46,6 +46,8 @@ EXPERIMENT_KIND = "custom_model_development"
 #: the table's state as JSON, opened by ``#/experiments/ID/runs?viewStateShareKey=KEY``): the key metrics as columns
 RUNS_VIEW_KEY = "inputdp"
 RUNS_VIEW_TAG = "mlflow.sharedViewState." + RUNS_VIEW_KEY
+#: the experiment's store schema (benchmarks/tracking/schema.py): set when the experiment is made; absent means 1
+EXPERIMENT_SCHEMA_TAG = "inputdp.store_schema"
 TAG_AUDIT_OF = "audit_of_match_key"
 TAG_AUDIT_BEST_SCORE = "audit_best_score"
 TAG_CANARY_KIND = "canary_kind"
@@ -181,3 +183,5 @@ METRIC_THREAT_POWER = "audit_power.{}"
 #: the strongest bound among the scores of one threat model (black_box: outputs only; white_box: parameters),
 #: with its ceiling: ``epsilon_lb.black_box``, ``epsilon_lb_ceiling.white_box``, ...
 THREATS = ("black_box", "white_box")
+#: the audit scores that read the model's outputs only (the black-box threat model); every other score is white-box
+BLACK_BOX_SCORES = ("loss", "margin", "reference_rank")

@@ -11,10 +11,12 @@ process at a time through a claim: a RUNNING run whose heartbeat tag is renewed 
 (``MLflowTracker.claim``).
 
 One job per module: ``uri`` (checking a URI), ``store`` (opening a store, its runs' keys and liveness), ``tracker``
-(the callback, its claim, parent runs).
+(the callback, its claim, parent runs), ``schema`` (the store schema's version and its one migration).
 """
 
+from .schema import STEPS, check_schema, migrate, schema_of
 from .store import (
+    STORE_SCHEMA,
     client,
     experiment_id,
     finished_with_key,
@@ -43,7 +45,8 @@ from .uri import (
                   sqlite_path,
 )
 
-__all__ = ["ALLOWED", "CLAIM_PATIENCE_S", "DEFAULT_EXPERIMENT", "HEARTBEAT_S", "SERVER_PROBE_S", "STALE_AFTER_S", "UNFINISHED",
+__all__ = ["STEPS", "STORE_SCHEMA", "check_schema", "migrate", "schema_of",
+           "ALLOWED", "CLAIM_PATIENCE_S", "DEFAULT_EXPERIMENT", "HEARTBEAT_S", "SERVER_PROBE_S", "STALE_AFTER_S", "UNFINISHED",
            "Claim", "MLflowTracker", "check_sqlite_file", "check_tracking_uri", "client", "default_tracking_uri",
            "refuted_claims", "runs_view_url", "describe", "experiment_id", "finished_with_key", "log_finished_run",
            "log_table", "is_alive", "lock_path", "open_store",

@@ -29,6 +29,9 @@ from .uri import (
     sqlite_path,
 )
 
+#: the store schema this code writes and the leaderboard reads (what each version adds: schema.py)
+STORE_SCHEMA = 2
+
 
 def lock_path(uri: str) -> Path | None:
     """The lock file of a sqlite store: beside its database (removed with it, never piling up in the temporary
@@ -74,7 +77,9 @@ def client(tracking_uri: str | None = None):
 
 def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT, artifact_location: str | None = None) -> str:
     """The experiment's id, made if missing (a concurrent maker's is used), tagged as model training so that the
-    MLflow UI opens it on its runs; a sqlite store's artifacts (the leaderboard table) go beside its database."""
+    MLflow UI opens it on its runs; a sqlite store's artifacts (the leaderboard table) go beside its database. A new
+    experiment is tagged with the store schema this code writes; an existing one keeps its own (``bench store
+    migrate`` brings an older one up to date, schema.py)."""
     tags = {names.EXPERIMENT_KIND_TAG: names.EXPERIMENT_KIND, names.RUNS_VIEW_TAG: runs_view_state()}
     exp = mlflow_client.get_experiment_by_name(name)
     if exp is not None:
@@ -83,7 +88,8 @@ def experiment_id(mlflow_client, name: str = DEFAULT_EXPERIMENT, artifact_locati
                 mlflow_client.set_experiment_tag(exp.experiment_id, key, value)
         return exp.experiment_id
     try:
-        return mlflow_client.create_experiment(name, artifact_location=artifact_location, tags=tags)
+        return mlflow_client.create_experiment(name, artifact_location=artifact_location,
+                                               tags={**tags, names.EXPERIMENT_SCHEMA_TAG: str(STORE_SCHEMA)})
     except Exception:  # noqa: BLE001 - created meanwhile by another process
         exp = mlflow_client.get_experiment_by_name(name)
         if exp is None:

@@ -1,5 +1,6 @@
 """Loading: an experiment's finished MLflow runs, and each as one row with plain column names (``tidy``): the
-training runs and the audit runs apart. Runs logged before a tag or metric existed are read here, and only here."""
+training runs and the audit runs apart. It reads the current store schema only: an experiment in an older one is
+refused in one line naming ``bench store migrate`` (benchmarks/tracking/schema.py), which brings its runs up to date."""
 
 from __future__ import annotations
 
@@ -11,12 +12,9 @@ import mlflow
 import numpy as np
 import pandas as pd
 
-from inputdp.benchmarks.audits.one_run import BLACK_BOX
-from inputdp.benchmarks.presets import preset_options
 from inputdp.benchmarks.sweep import build_config
-from inputdp.benchmarks.tracking import default_tracking_uri, open_store
+from inputdp.benchmarks.tracking import check_schema, default_tracking_uri, open_store
 from inputdp.core import names
-from inputdp.core.claims import ABSENT, relation_named
 
 #: one leaderboard row per recipe and budget: runs at another (q, T) are another configuration, not more seeds
 GROUP = ["dataset", "preset", "model", "method", "epsilon", "q", "T"]
@@ -35,8 +33,10 @@ def load_runs(tracking_uri: str | None = None, experiment: str = "inputdp") -> p
     """Every FINISHED run of the experiment as one row (MLflow ``search_runs`` into pandas)."""
 
     uri = tracking_uri or default_tracking_uri()
-    if open_store(uri, experiment, create=False)[1] is None:
+    mlflow_client, exp_id = open_store(uri, experiment, create=False)
+    if exp_id is None:
         return pd.DataFrame()
+    check_schema(mlflow_client, exp_id, uri, experiment)  # an older store: one line naming bench store migrate
     mlflow.set_tracking_uri(uri)
     return mlflow.search_runs(experiment_names=[experiment], filter_string="attributes.status = 'FINISHED'",
                               max_results=100000)
@@ -76,27 +76,24 @@ RECIPE_SETTINGS = ("optimizer", "lr", "momentum", "norm")
 
 
 def _preset_recipe(method: str, dataset: str, preset: str, epsilon: float = 1.0) -> dict[str, str] | None:
-    """The preset's own optimizer, lr, momentum, normalisation and lr_rule for this method at this epsilon (a preset
-    may give a recipe of its own from some epsilon up), as logged (strings); None if unknown."""
+    """The preset's own optimizer, lr, momentum and normalisation for this method at this epsilon (a preset may give
+    a recipe of its own from some epsilon up), as logged (strings); None if unknown."""
 
     try:
         c = build_config(method=method, dataset=dataset, preset=preset,
                          epsilon=epsilon if math.isfinite(epsilon) else 1.0, seed=0)
     except Exception:  # a preset, data set or method this checkout does not know: no baseline to compare with
         return None
-    return {**{k: str(getattr(c, k)) for k in RECIPE_SETTINGS},
-            "lr_rule": str(preset_options(preset, dataset, method).get("lr_rule", "fixed"))}
+    return {k: str(getattr(c, k)) for k in RECIPE_SETTINGS}
 
 
 
 def _recipe_suffix(runs: pd.DataFrame) -> pd.Series:
-    """"optimizer=sgd,lr=0.05" for a run whose optimizer, lr or momentum differ from its preset's own for that
-    method, and "lr_rule=kappa" where its lr_rule does and its variant tag does not say so (runs logged before
-    lr_rule was a variant option), so that two recipes never share a leaderboard row."""
+    """"optimizer=sgd,lr=0.05" for a run whose optimizer, lr, momentum or normalisation differ from its preset's own
+    for that method (run settings, not method options: those are in its variant tag), so that two recipes never share
+    a leaderboard row."""
     method, dataset, preset = (_col(runs, f"tags.{t}") for t in (names.TAG_METHOD, names.TAG_DATASET, names.TAG_PRESET))
     epsilon = pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce").fillna(1.0)
-    lr_rule = _col(runs, f"params.{names.PARAM_METHOD_OPTIONS}lr_rule")
-    variant = _col(runs, f"tags.{names.TAG_VARIANT}", "").fillna("").astype(str)
     settings = {k: _col(runs, f"params.{k}") for k in RECIPE_SETTINGS}
     baselines: dict[tuple, dict[str, str] | None] = {}
     out = []
@@ -108,8 +105,6 @@ def _recipe_suffix(runs: pd.DataFrame) -> pd.Series:
         if base is None:
             out.append("")
             continue
-        if isinstance(lr_rule[i], str) and lr_rule[i] != base["lr_rule"] and "lr_rule=" not in variant[i]:
-            parts.append(f"lr_rule={lr_rule[i]}")
         for k in RECIPE_SETTINGS:
             v = settings[k][i]
             if isinstance(v, str) and _differs(v, base[k]):
@@ -196,10 +191,10 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "total_train_time_s": _col(runs, f"metrics.{names.METRIC_TOTAL_TRAIN_TIME}"),
         "peak_memory_mb": _col(runs, f"metrics.{names.METRIC_PEAK_MEMORY}"),
         "device": _col(runs, f"params.{names.PARAM_DEVICE}", "cpu").fillna("cpu"),
-        # 1 where other work shared the cores while the run was timed (0, or absent for runs before the check)
-        "contended": pd.to_numeric(_col(runs, f"metrics.{names.METRIC_CONTENDED}"), errors="coerce").fillna(0),
-        "epsilon_spent": _col(runs, f"metrics.{names.METRIC_FINAL_EPSILON_SPENT}").fillna(
-            _col(runs, f"metrics.{names.METRIC_EPSILON_SPENT}")),
+        # 1 where other work shared the cores while the run was timed, 0 where none did (absent: runs logged before
+        # the check, whose times are read as the other uncontended ones: nothing says otherwise)
+        "contended": pd.to_numeric(_col(runs, f"metrics.{names.METRIC_CONTENDED}"), errors="coerce"),
+        "epsilon_spent": _col(runs, f"metrics.{names.METRIC_FINAL_EPSILON_SPENT}"),
         "epsilon_dd_sanitised": _col(runs, f"metrics.{names.METRIC_EPSILON_DD_SANITISED}"),
         "view": _col(runs, f"tags.{names.TAG_VIEW}", "matched").fillna("matched"),
         "configs_tried": pd.to_numeric(_col(runs, f"tags.{names.TAG_CONFIGS_TRIED}"), errors="coerce"),
@@ -217,12 +212,11 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         "audit_mode": _col(runs, f"tags.{names.TAG_AUDIT_MODE}", "one_run").fillna("one_run"),
         "audit_runs": _col(runs, f"metrics.{names.METRIC_AUDIT_RUNS}"),
         "train_examples": _col(runs, f"params.{names.PARAM_TRAIN_EXAMPLES}"),
-        # the claim's relation (a key; runs logged before the tag: read from the adjacency text), and the relation
-        # and design an audit built its pairs under (audits logged before #52: the absent design, whatever the claim)
-        "relation": _relation_keys(_col(runs, f"tags.{names.TAG_PRIVACY_RELATION}", ""),
-                                   _col(runs, f"tags.{names.TAG_PRIVACY_ADJACENCY}", "")),
+        # the claim's relation (a key; "" for a reference run), and the relation and design an audit built its
+        # pairs under
+        "relation": _col(runs, f"tags.{names.TAG_PRIVACY_RELATION}", "").fillna(""),
         "audit_relation": _col(runs, f"tags.{names.TAG_AUDIT_RELATION}", "").fillna(""),
-        "audit_design": _col(runs, f"tags.{names.TAG_AUDIT_DESIGN}", ABSENT).fillna(ABSENT),
+        "audit_design": _col(runs, f"tags.{names.TAG_AUDIT_DESIGN}", "").fillna(""),
         "kind": kind,
         **_mechanism_columns(runs),
     })
@@ -232,32 +226,11 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
 
 
 
-def _relation_keys(tag: pd.Series, adjacency: pd.Series) -> pd.Series:
-    """The claim's relation key per run: its ``privacy.relation`` tag, else the relation its adjacency text names,
-    else "" (no relation: a reference run, or a text that names none)."""
-
-    def key(t, a) -> str:
-        if isinstance(t, str) and t:
-            return t
-        try:
-            return relation_named(str(a)).key
-        except ValueError:
-            return ""
-
-    return pd.Series([key(t, a) for t, a in zip(tag, adjacency)], index=tag.index, dtype=object)
-
-
-
 def _threat_bounds(runs: pd.DataFrame, out: pd.DataFrame) -> None:
     """Each threat model's bound and ceiling (Steinke's), and the f-DP bounds of the same guesses, into ``out``."""
-    best_score = _col(runs, f"tags.{names.TAG_AUDIT_BEST_SCORE}")
     for threat in names.THREATS:
-        lb = _col(runs, f"metrics.{names.METRIC_EPSILON_LB}.{threat}")
-        ceiling = _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}.{threat}")
-        # audits logged before the split by threat: the best score's class says which one their bound is
-        old = lb.isna() & best_score.notna() & (best_score.isin(BLACK_BOX) == (threat == "black_box"))
-        out[f"lb_{threat}"] = lb.where(~old, out["epsilon_lb"])
-        out[f"ceiling_{threat}"] = ceiling.where(~old, _col(runs, f"metrics.{names.METRIC_EPSILON_LB_CEILING}"))
+        out[f"lb_{threat}"] = _col(runs, f"metrics.{names.METRIC_THREAT_BOUND.format(threat)}")
+        out[f"ceiling_{threat}"] = _col(runs, f"metrics.{names.METRIC_THREAT_CEILING.format(threat)}")
         # the f-DP bounds of the same guesses (audits logged before them have none)
         for col, metric in ((f"fdp_{threat}", names.METRIC_THREAT_FDP_BOUND),
                             (f"fdp_ceiling_{threat}", names.METRIC_THREAT_FDP_CEILING),

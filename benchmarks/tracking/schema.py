@@ -1,0 +1,159 @@
+"""The store's schema: a version on each experiment, and the one migration that brings an older experiment's runs up
+to it (``bench store migrate``).
+
+An experiment this code makes is tagged ``inputdp.store_schema`` = :data:`STORE_SCHEMA` when it is made; one made
+before the tag existed is schema 1, whatever its runs hold, and the leaderboard refuses it in one line naming the
+command (:func:`check_schema`). The migration adds to each run what a run logged today carries and an older one
+lacks, computed from what that run itself logged, and never changes or removes a value a run has: so it can be run
+twice, on a store some of whose runs are already current, or while a sweep writes to it. Each step says what it
+fills and from what (:data:`STEPS`); a row of the leaderboard reads the same before and after.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from mlflow.entities import Metric, RunTag
+
+from inputdp.benchmarks.presets import preset_options
+from inputdp.core import names
+from inputdp.core.claims import ABSENT, relation_key
+from inputdp.core.errors import ConfigError
+from inputdp.methods import METHODS
+
+from .store import STORE_SCHEMA, open_store
+
+#: what a patch adds to one run: (tags, metrics), each name -> value
+Patch = tuple[dict[str, str], dict[str, float]]
+
+
+def schema_of(mlflow_client, exp_id: str) -> int:
+    """The experiment's store schema: its tag, else 1 (made before the tag existed)."""
+    tag = mlflow_client.get_experiment(exp_id).tags.get(names.EXPERIMENT_SCHEMA_TAG, "1")
+    try:
+        return int(tag)
+    except ValueError:
+        raise ConfigError(f"experiment {exp_id} has store schema {tag!r}, which is not a number: the store was "
+                          "not written by inputdp") from None
+
+
+def check_schema(mlflow_client, exp_id: str, tracking_uri: str, experiment: str) -> None:
+    """Refuse, in one line naming what to do, an experiment whose schema is not the one this code reads."""
+    found = schema_of(mlflow_client, exp_id)
+    if found < STORE_SCHEMA:
+        raise ConfigError(f"experiment {experiment!r} in {tracking_uri} is in store schema {found} (runs logged "
+                          f"before schema {STORE_SCHEMA}); bring it up to date first: bench store migrate "
+                          f"--tracking-uri {tracking_uri} --experiment {experiment}")
+    if found > STORE_SCHEMA:
+        raise ConfigError(f"experiment {experiment!r} in {tracking_uri} is in store schema {found}, written by a "
+                          f"newer inputdp than this one (schema {STORE_SCHEMA}): upgrade inputdp to read it")
+
+
+def _relation(run) -> Patch:
+    tags = run.data.tags
+    key = relation_key(tags.get(names.TAG_PRIVACY_ADJACENCY, ""))
+    if tags.get(names.TAG_PRIVACY_RELATION) or not key:  # a reference run's text names none: nothing to add
+        return {}, {}
+    return {names.TAG_PRIVACY_RELATION: key}, {}
+
+
+def _threat_split(run) -> Patch:
+    best, m = run.data.tags.get(names.TAG_AUDIT_BEST_SCORE), run.data.metrics
+    if best is None:
+        return {}, {}
+    threat = "black_box" if best in names.BLACK_BOX_SCORES else "white_box"
+    if names.METRIC_THREAT_BOUND.format(threat) in m:
+        return {}, {}
+    out = {names.METRIC_THREAT_BOUND.format(threat): m.get(names.METRIC_EPSILON_LB),
+           names.METRIC_THREAT_CEILING.format(threat): m.get(names.METRIC_EPSILON_LB_CEILING)}
+    return {}, {k: v for k, v in out.items() if v is not None}
+
+
+def _lr_rule_variant(run) -> Patch:
+    tags, params = run.data.tags, run.data.params
+    rule, variant = params.get(names.PARAM_METHOD_OPTIONS + "lr_rule"), tags.get(names.TAG_VARIANT, "")
+    method = tags.get(names.TAG_METHOD, "")
+    if rule is None or "lr_rule=" in variant or method not in METHODS.names():
+        return {}, {}
+    base = {**METHODS.get(method).load().option_defaults,
+            **preset_options(tags.get(names.TAG_PRESET, ""), tags.get(names.TAG_DATASET, ""), method)}
+    if rule == str(base.get("lr_rule")):
+        return {}, {}
+    return {names.TAG_VARIANT: ",".join(p for p in (variant, f"lr_rule={rule}") if p)}, {}
+
+
+def _audit_design(run) -> Patch:
+    if run.data.tags.get(names.TAG_KIND) != names.KIND_AUDIT or names.TAG_AUDIT_DESIGN in run.data.tags:
+        return {}, {}
+    return {names.TAG_AUDIT_DESIGN: ABSENT}, {}
+
+
+def _final_epsilon(run) -> Patch:
+    m = run.data.metrics
+    if names.METRIC_FINAL_EPSILON_SPENT in m or names.METRIC_EPSILON_SPENT not in m:
+        return {}, {}
+    return {}, {names.METRIC_FINAL_EPSILON_SPENT: m[names.METRIC_EPSILON_SPENT]}
+
+
+@dataclass(frozen=True)
+class Step:
+    name: str
+    what: str
+    patch: Callable[[object], Patch]
+
+
+#: each step of schema 1 -> 2: what it adds to a run that lacks it, and from what
+STEPS = (
+    Step("relation", "the claim's relation as a key (privacy.relation), from the relation its adjacency text names",
+         _relation),
+    Step("threat_split", "an audit's bound and ceiling under its threat model (epsilon_lb.THREAT), from its one bound "
+         "and the class of its best score (outputs only: black box; else white box)", _threat_split),
+    Step("lr_rule_variant", "lr_rule in the variant tag where it differs from the preset's (runs logged before "
+         "lr_rule was a variant option)", _lr_rule_variant),
+    Step("audit_design", "an audit's design tag: absent (audits logged before designs followed the claim's "
+         "relation built every excluded canary absent)", _audit_design),
+    Step("final_epsilon", "final_epsilon_spent, from the run's last epsilon_spent", _final_epsilon),
+)
+
+
+def _finished_runs(mlflow_client, exp_id: str) -> list:
+    """The runs a report reads: a run not FINISHED (failed, killed, or running now) is left as it is."""
+    runs, token = [], None
+    while True:
+        page = mlflow_client.search_runs([exp_id], "attributes.status = 'FINISHED'", max_results=5000,
+                                         page_token=token)
+        runs.extend(page)
+        token = page.token
+        if not token:
+            return runs
+
+
+def migrate(tracking_uri: str | None, experiment: str, *, dry_run: bool = False) -> tuple[int, int, Counter]:
+    """Bring the experiment's FINISHED runs up to :data:`STORE_SCHEMA`: (its schema before, the runs read, how many
+    runs each step changed). ``dry_run`` counts without writing. Refused in one line if the experiment does not
+    exist or is newer."""
+    mlflow_client, exp_id = open_store(tracking_uri, experiment, create=False)
+    if exp_id is None:
+        raise ConfigError(f"--experiment {experiment!r} is not in the store {tracking_uri}: nothing to migrate")
+    before = schema_of(mlflow_client, exp_id)
+    if before > STORE_SCHEMA:
+        check_schema(mlflow_client, exp_id, str(tracking_uri), experiment)
+    runs, changed = _finished_runs(mlflow_client, exp_id), Counter()
+    for run in runs:
+        tags, metrics = {}, {}
+        for step in STEPS:
+            t, m = step.patch(run)
+            if t or m:
+                changed[step.name] += 1
+            tags.update(t)
+            metrics.update(m)
+        if (tags or metrics) and not dry_run:
+            ts = int(time.time() * 1000)
+            mlflow_client.log_batch(run.info.run_id, metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()],
+                                    tags=[RunTag(k, v) for k, v in tags.items()])
+    if not dry_run:
+        mlflow_client.set_experiment_tag(exp_id, names.EXPERIMENT_SCHEMA_TAG, str(STORE_SCHEMA))
+    return before, len(runs), changed

@@ -161,7 +161,8 @@ def check_store_flags(args: argparse.Namespace) -> None:
     if args.tracking_uri is not None and not args.tracking_uri.strip():
         raise ConfigError(f"--tracking-uri {args.tracking_uri!r} is not allowed: leave the flag out for sqlite:///mlflow.db "
                           "here, or give sqlite:///FILE or http://HOST:PORT")
-    if args.command != "report":  # bench report checks its --out first, then the store (read-only)
+    # bench report checks its --out first, then the store (read-only); bench store schema only reads
+    if args.command != "report" and getattr(args, "action", None) != "schema":
         check_tracking_uri(args.tracking_uri, write=True)
 
 

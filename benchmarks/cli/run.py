@@ -7,6 +7,7 @@ import math
 import sys
 
 from inputdp.core import names
+from inputdp.core.errors import ConfigError
 
 from .common import add_run_flags, announce_preset, chosen_preset, executor_options, parse_options, perf_flags
 
@@ -42,10 +43,10 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args), nest=True,
                         log_model=args.log_model)
-    from inputdp.benchmarks.tracking import default_tracking_uri, open_store, refuted_claims, runs_view_url
+    from inputdp.benchmarks.tracking import default_tracking_uri, open_store, runs_view_url
 
     client, exp = open_store(args.tracking_uri, args.experiment, create=False)
-    _print_ran(outcome, args.holdout, refuted_claims(client, exp) if exp is not None else {})
+    _print_ran(outcome, args.holdout, _stored_refutations(client, exp, args))
     if exp is not None and any(r.metrics for r in (*outcome.ran, *outcome.skipped)):
         # the experiment's runs with the key metrics as columns (the view the store holds)
         print(f"in MLflow: {runs_view_url(args.tracking_uri or default_tracking_uri(), exp)}")
@@ -63,6 +64,21 @@ def cmd_run(args: argparse.Namespace) -> int:
                              "finish them (FINISHED ones are skipped)\n")
         return 1
     return 0
+
+
+def _stored_refutations(client, exp: str | None, args) -> dict:
+    """The stored audits' refutations of the sweep's claims; {} with a note where the experiment is in an older store
+    schema (its audits would be read otherwise than the leaderboard reads them)."""
+    from inputdp.benchmarks.tracking import check_schema, default_tracking_uri, refuted_claims
+
+    if exp is None:
+        return {}
+    try:
+        check_schema(client, exp, args.tracking_uri or default_tracking_uri(), args.experiment)
+    except ConfigError as err:
+        print(f"note: stored audits not read: {err}")
+        return {}
+    return refuted_claims(client, exp)
 
 
 #: an evaluation on fewer examples than this says nothing of a method's accuracy (one example reads 0 or 1)

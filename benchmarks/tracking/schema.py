@@ -2,15 +2,22 @@
 to it (``bench store migrate``).
 
 An experiment this code makes is tagged ``inputdp.store_schema`` = :data:`STORE_SCHEMA` when it is made; one made
-before the tag existed is schema 1, whatever its runs hold, and the leaderboard refuses it in one line naming the
-command (:func:`check_schema`). The migration adds to each run what a run logged today carries and an older one
-lacks, computed from what that run itself logged, and never changes or removes a value a run has: so it can be run
-twice, on a store some of whose runs are already current, or while a sweep writes to it. Each step says what it
-fills and from what (:data:`STEPS`); a row of the leaderboard reads the same before and after.
+before the tag existed is schema 1, whatever its runs hold. The leaderboard refuses, in one line naming the command
+(:func:`check_schema`), an experiment of another schema, and one of this schema holding a FINISHED run that still lacks
+what a step adds (a run an older inputdp logged after the migration, on a worker not yet upgraded, say).
+
+The migration adds to each FINISHED run what a run logged today carries and an older one lacks, computed from what
+that run itself logged. It removes nothing and changes no value a run has, save the variant tag, which grows by the
+option it lacked: so it can run twice, on a store some of whose runs are already current, or while a sweep writes to
+it. Each step says what it adds and from what (:data:`STEPS`). The reports of every study store at hand read the same
+before (the code that read older runs in place) and after, byte for byte; the one case where they would not is a
+run whose preset or data set the reading checkout could not build, whose lr_rule the old reading left unnamed and the
+migration names, as Method.variant names it for a run logged today.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -41,15 +48,25 @@ def schema_of(mlflow_client, exp_id: str) -> int:
 
 
 def check_schema(mlflow_client, exp_id: str, tracking_uri: str, experiment: str) -> None:
-    """Refuse, in one line naming what to do, an experiment whose schema is not the one this code reads."""
+    """Refuse, in one line naming what to do, an experiment whose schema is not the one this code reads, or whose
+    FINISHED runs are not all in it."""
     found = schema_of(mlflow_client, exp_id)
+    command = f"bench store migrate --tracking-uri {tracking_uri} --experiment {experiment}"
     if found < STORE_SCHEMA:
         raise ConfigError(f"experiment {experiment!r} in {tracking_uri} is in store schema {found} (runs logged "
-                          f"before schema {STORE_SCHEMA}); bring it up to date first: bench store migrate "
-                          f"--tracking-uri {tracking_uri} --experiment {experiment}")
+                          f"before schema {STORE_SCHEMA}); bring it up to date first: {command}")
     if found > STORE_SCHEMA:
         raise ConfigError(f"experiment {experiment!r} in {tracking_uri} is in store schema {found}, written by a "
                           f"newer inputdp than this one (schema {STORE_SCHEMA}): upgrade inputdp to read it")
+    stale = {run.info.run_id for run, _, _, _ in _patches(_finished_runs(mlflow_client, exp_id))}
+    if stale:
+        raise ConfigError(f"experiment {experiment!r} in {tracking_uri} holds {len(stale)} finished run(s) logged "
+                          f"in an older schema since it was migrated (an older inputdp on a worker?): {command}")
+
+
+def _has(metrics: dict, key: str) -> bool:
+    """A metric the run logged, and finite (the tracker logs no other; a NaN reads as absent)."""
+    return math.isfinite(metrics.get(key, math.nan))
 
 
 def _relation(run) -> Patch:
@@ -65,11 +82,11 @@ def _threat_split(run) -> Patch:
     if best is None:
         return {}, {}
     threat = "black_box" if best in names.BLACK_BOX_SCORES else "white_box"
-    if names.METRIC_THREAT_BOUND.format(threat) in m:
+    split = (names.METRIC_THREAT_BOUND.format(threat), names.METRIC_THREAT_CEILING.format(threat))
+    if any(_has(m, k) for k in split):  # split already
         return {}, {}
-    out = {names.METRIC_THREAT_BOUND.format(threat): m.get(names.METRIC_EPSILON_LB),
-           names.METRIC_THREAT_CEILING.format(threat): m.get(names.METRIC_EPSILON_LB_CEILING)}
-    return {}, {k: v for k, v in out.items() if v is not None}
+    out = dict(zip(split, (m.get(names.METRIC_EPSILON_LB), m.get(names.METRIC_EPSILON_LB_CEILING))))
+    return {}, {k: v for k, v in out.items() if v is not None and math.isfinite(v)}
 
 
 def _lr_rule_variant(run) -> Patch:
@@ -78,8 +95,12 @@ def _lr_rule_variant(run) -> Patch:
     method = tags.get(names.TAG_METHOD, "")
     if rule is None or "lr_rule=" in variant or method not in METHODS.names():
         return {}, {}
-    base = {**METHODS.get(method).load().option_defaults,
-            **preset_options(tags.get(names.TAG_PRESET, ""), tags.get(names.TAG_DATASET, ""), method)}
+    try:
+        defaults = METHODS.get(method).load().option_defaults
+    except Exception:  # noqa: BLE001 - a plug-in that does not load here: its defaults unknown, the run left alone
+        return {}, {}
+    # the recipe's baseline as Method.variant takes it for a run logged today: the defaults, updated by the preset's
+    base = {**defaults, **preset_options(tags.get(names.TAG_PRESET, ""), tags.get(names.TAG_DATASET, ""), method)}
     if rule == str(base.get("lr_rule")):
         return {}, {}
     return {names.TAG_VARIANT: ",".join(p for p in (variant, f"lr_rule={rule}") if p)}, {}
@@ -93,7 +114,7 @@ def _audit_design(run) -> Patch:
 
 def _final_epsilon(run) -> Patch:
     m = run.data.metrics
-    if names.METRIC_FINAL_EPSILON_SPENT in m or names.METRIC_EPSILON_SPENT not in m:
+    if _has(m, names.METRIC_FINAL_EPSILON_SPENT) or not _has(m, names.METRIC_EPSILON_SPENT):
         return {}, {}
     return {}, {names.METRIC_FINAL_EPSILON_SPENT: m[names.METRIC_EPSILON_SPENT]}
 
@@ -131,6 +152,22 @@ def _finished_runs(mlflow_client, exp_id: str) -> list:
             return runs
 
 
+def _patches(runs: list) -> list[tuple]:
+    """(run, tags, metrics, the names of the steps that add them) for each run some step adds to."""
+    out = []
+    for run in runs:
+        tags, metrics, steps = {}, {}, []
+        for step in STEPS:
+            t, m = step.patch(run)
+            if t or m:
+                steps.append(step.name)
+            tags.update(t)
+            metrics.update(m)
+        if steps:
+            out.append((run, tags, metrics, steps))
+    return out
+
+
 def migrate(tracking_uri: str | None, experiment: str, *, dry_run: bool = False) -> tuple[int, int, Counter]:
     """Bring the experiment's FINISHED runs up to :data:`STORE_SCHEMA`: (its schema before, the runs read, how many
     runs each step changed). ``dry_run`` counts without writing. Refused in one line if the experiment does not
@@ -142,15 +179,9 @@ def migrate(tracking_uri: str | None, experiment: str, *, dry_run: bool = False)
     if before > STORE_SCHEMA:
         check_schema(mlflow_client, exp_id, str(tracking_uri), experiment)
     runs, changed = _finished_runs(mlflow_client, exp_id), Counter()
-    for run in runs:
-        tags, metrics = {}, {}
-        for step in STEPS:
-            t, m = step.patch(run)
-            if t or m:
-                changed[step.name] += 1
-            tags.update(t)
-            metrics.update(m)
-        if (tags or metrics) and not dry_run:
+    for run, tags, metrics, steps in _patches(runs):
+        changed.update(steps)
+        if not dry_run:
             ts = int(time.time() * 1000)
             mlflow_client.log_batch(run.info.run_id, metrics=[Metric(k, float(v), ts, 0) for k, v in metrics.items()],
                                     tags=[RunTag(k, v) for k, v in tags.items()])

@@ -16,7 +16,7 @@ from typing import Any
 from mlflow.tracking import MlflowClient
 
 from inputdp.core import names
-from inputdp.core.claims import ABSENT, RELATION_VALUES
+from inputdp.core.claims import RELATION_VALUES
 from inputdp.core.errors import ConfigError, one_line
 
 from .uri import (
@@ -249,7 +249,8 @@ def _withdrawn(mlflow_client, run_id: str) -> bool:
 
 def refuted_claims(mlflow_client, exp: str) -> dict:
     """(match key, method, variant) -> the largest bound of a stored audit of that claim, under the claim's own
-    relation, that exceeds its epsilon (what ``bench run`` prints as "refuted")."""
+    relation, that exceeds its epsilon (what ``bench run`` prints as "refuted"). It reads the current store schema:
+    the caller refuses, or says it skips, an experiment in an older one (``schema.check_schema``)."""
     out: dict = {}
     audits = f"tags.{names.TAG_KIND} = '{names.KIND_AUDIT}'"
     for a in mlflow_client.search_runs([exp], filter_string=audits, max_results=50000):
@@ -257,8 +258,8 @@ def refuted_claims(mlflow_client, exp: str) -> dict:
         bounds = [m.get(f"{names.METRIC_EPSILON_LB}.{th}", 0.0) for th in names.THREATS]
         bounds += [m.get(names.METRIC_THREAT_FDP_BOUND.format(th), 0.0) for th in names.THREATS]
         relation = RELATION_VALUES.get(t.get(names.TAG_PRIVACY_RELATION, ""))
-        if relation is not None and t.get(names.TAG_AUDIT_DESIGN, ABSENT) != relation.excluded:
-            continue  # pairs under another relation (an audit logged before #52): it tests no statement of this claim
+        if relation is not None and t.get(names.TAG_AUDIT_DESIGN) != relation.excluded:
+            continue  # pairs under another relation: it tests no statement of this claim
         eps = float(a.data.params.get(names.PARAM_EPSILON, "inf"))
         key = (t.get(names.TAG_AUDIT_OF, ""), t.get(names.TAG_METHOD, ""), t.get(names.TAG_VARIANT, ""))
         if max(bounds) > eps:

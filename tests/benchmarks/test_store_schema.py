@@ -5,7 +5,7 @@ as the older code wrote them) up to what the leaderboard reads, without changing
 from __future__ import annotations
 
 import pytest
-from mlflow.entities import Metric, Param, RunTag
+from mlflow.entities import Metric, Param
 from mlflow.tracking import MlflowClient
 
 from inputdp.benchmarks.audits.scores import WHITE_BOX
@@ -36,8 +36,9 @@ def _common(method: str, **tags) -> dict:
 @pytest.fixture
 def old_store(tmp_path):
     """An experiment as the code before the schema tag wrote it: no schema tag, a training run whose relation is
-    only in its adjacency text and whose epsilon is only per epoch, a run whose lr_rule is only a method option, two
-    audits with one bound each and no design, a current run, and a killed audit (left alone)."""
+    only in its adjacency text and whose epsilon is only per epoch, runs whose lr_rule is only a method option, two
+    audits with one bound each and no design, a mechanism audit without its relation key; and runs that already
+    carry what the steps add (left as they are), a killed audit (not read)."""
     uri = f"sqlite:///{tmp_path / 'old.db'}"
     c = MlflowClient(uri)
     exp = c.create_experiment(EXP)
@@ -65,7 +66,22 @@ def old_store(tmp_path):
         # current in every respect, its relation tag saying otherwise than its text: a value a run has stays
         "current": _run(c, exp, "current", tags=_common("dpsgd", **{
             names.TAG_PRIVACY_ADJACENCY: replace.text, names.TAG_PRIVACY_RELATION: ADD_REMOVE}), params=params,
-            metrics=[(names.METRIC_FINAL_EPSILON_SPENT, 0.98, 0), (names.METRIC_FINAL_TEST_ACCURACY, 0.6, 0)]),
+            metrics=[(names.METRIC_EPSILON_SPENT, 0.5, 0), (names.METRIC_FINAL_EPSILON_SPENT, 0.98, 0),
+                     (names.METRIC_FINAL_TEST_ACCURACY, 0.6, 0)]),
+        "split": _run(c, exp, "audit-split", tags=_common("dpsgd", **{
+            names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_BEST_SCORE: "loss", names.TAG_AUDIT_DESIGN: "replaced",
+            names.TAG_PRIVACY_RELATION: REPLACE_INPUT}), params=params,
+            metrics=[(names.METRIC_EPSILON_LB, 0.3, 0), (names.METRIC_THREAT_BOUND.format("black_box"), 0.3, 0),
+                     (names.METRIC_THREAT_CEILING.format("black_box"), 5.0, 0)]),
+        "mechanism": _run(c, exp, "mechanism", tags=_common("dpsgd", **{
+            names.TAG_KIND: names.KIND_MECHANISM_AUDIT, names.TAG_PRIVACY_ADJACENCY: replace.text}), params=params),
+        "named": _run(c, exp, "named", tags=_common("dirichlet_softmax", **{names.TAG_VARIANT: "lr_rule=fixed"}),
+                      params={**params, names.PARAM_METHOD_OPTIONS + "lr_rule": "fixed"},
+                      metrics=[(names.METRIC_FINAL_TEST_ACCURACY, 0.41, 0)]),
+        # a preset this checkout does not know: the baseline is the defaults, as Method.variant takes it today
+        "unknown": _run(c, exp, "unknown", tags={**_common("dirichlet_softmax"), names.TAG_PRESET: "nosuch"},
+                        params={**params, names.PARAM_METHOD_OPTIONS + "lr_rule": "kappa"},
+                        metrics=[(names.METRIC_FINAL_TEST_ACCURACY, 0.42, 0)]),
         "killed": _run(c, exp, "killed", tags=_common("dpsgd", **{names.TAG_KIND: names.KIND_AUDIT,
                                                                   names.TAG_AUDIT_BEST_SCORE: "loss"}),
                        params=params, metrics=[(names.METRIC_EPSILON_LB, 9.0, 0)], status="KILLED"),
@@ -102,20 +118,23 @@ def test_migrate_adds_what_the_leaderboard_reads_and_changes_no_value(old_store,
     before = {k: c.get_run(i).data for k, i in ids.items()}
     assert main(["store", "migrate", "--tracking-uri", uri, "--experiment", EXP, "--dry-run"]) == 0
     dry = capsys.readouterr().out
-    assert "dry run" in dry and "6 finished runs read" in dry
+    assert "dry run" in dry and "10 finished runs read" in dry
     assert schema_of(c, exp) == 1 and c.get_run(ids["train"]).data.tags == before["train"].tags  # nothing written
 
     assert main(["store", "migrate", "--tracking-uri", uri, "--experiment", EXP]) == 0
     out = capsys.readouterr().out
-    for line in ("relation: added to 2 run(s)", "threat_split: added to 2 run(s)", "lr_rule_variant: added to 1 run(s)",
+    for line in ("relation: added to 3 run(s)", "threat_split: added to 2 run(s)", "lr_rule_variant: added to 2 run(s)",
                  "audit_design: added to 2 run(s)", "final_epsilon: added to 1 run(s)"):
         assert line in out, out
     assert schema_of(c, exp) == STORE_SCHEMA
     after = {k: c.get_run(i).data for k, i in ids.items()}
     for k in ids:  # what a run had, it still has, value for value (the variant grows by what it lacked)
         assert {t: v for t, v in before[k].tags.items() if t != names.TAG_VARIANT}.items() <= after[k].tags.items()
-        assert before[k].metrics.items() <= after[k].metrics.items() and before[k].params == after[k].params
-    assert after["killed"].tags == before["killed"].tags and after["killed"].metrics == before["killed"].metrics
+        assert before[k].metrics.items() <= after[k].metrics.items()
+    for k in ("killed", "current", "split", "named", "own"):  # not read, or carrying all already: untouched
+        assert (after[k].tags, after[k].metrics) == (before[k].tags, before[k].metrics), k
+    assert after["mechanism"].tags[names.TAG_PRIVACY_RELATION] == REPLACE_INPUT
+    assert names.TAG_AUDIT_DESIGN not in after["mechanism"].tags  # its pairs are the release's, not canaries
 
     train, audits = tidy(load_runs(uri, EXP))
     row = train.set_index("run_id")
@@ -123,8 +142,11 @@ def test_migrate_adds_what_the_leaderboard_reads_and_changes_no_value(old_store,
     assert row.loc[ids["current"], "relation"] == ADD_REMOVE and row.loc[ids["current"], "epsilon_spent"] == 0.98
     assert row.loc[ids["fixed"], "method"] == "dirichlet_softmax [accountant=rdp,lr_rule=fixed]"
     assert row.loc[ids["own"], "method"] == "dirichlet_softmax"
+    assert row.loc[ids["named"], "method"] == "dirichlet_softmax [lr_rule=fixed]"
+    assert row.loc[ids["unknown"], "method"] == "dirichlet_softmax [lr_rule=kappa]"
     a = audits.set_index("run_id")
-    assert set(a.index) == {ids["black"], ids["white"]} and set(a["audit_design"]) == {"absent"}
+    assert set(a.index) == {ids["black"], ids["white"], ids["split"], ids["mechanism"]}
+    assert set(a.loc[[ids["black"], ids["white"]], "audit_design"]) == {"absent"}
     assert (a.loc[ids["black"], "lb_black_box"], a.loc[ids["black"], "ceiling_black_box"]) == (0.25, 5.6)
     assert (a.loc[ids["white"], "lb_white_box"], a.loc[ids["white"], "ceiling_white_box"]) == (0.5, 4.0)
     assert a.loc[ids["black"], ["lb_white_box", "ceiling_white_box"]].isna().all()
@@ -146,3 +168,25 @@ def test_a_newer_schema_is_refused_and_a_missing_experiment_named(old_store, cap
     assert "'olld' is not in the store: it holds old" in capsys.readouterr().err
     assert main(["store", "schema", "--tracking-uri", uri]) == 0
     assert "old: schema 3 (this inputdp reads 2" in capsys.readouterr().out
+
+
+def test_an_old_run_logged_after_the_migration_is_refused_and_bench_run_skips_the_audits(old_store, capsys):
+    """A worker with an older inputdp writing into a migrated experiment: the leaderboard refuses the experiment
+    until it is migrated again; ``bench run`` reads no stored audit of an experiment not in the current schema."""
+    import argparse
+
+    from inputdp.benchmarks.cli.run import _stored_refutations
+
+    uri, c, exp, _ = old_store
+    args = argparse.Namespace(tracking_uri=uri, experiment=EXP)
+    assert _stored_refutations(c, exp, args) == {} and "stored audits not read" in capsys.readouterr().out
+    assert main(["store", "migrate", "--tracking-uri", uri, "--experiment", EXP]) == 0
+    load_runs(uri, EXP)
+    _run(c, exp, "late", tags=_common("dpsgd", **{names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_BEST_SCORE: "loss"}),
+         metrics=[(names.METRIC_EPSILON_LB, 7.0, 0)])
+    with pytest.raises(ConfigError, match="holds 1 finished run.s. logged in an older schema since it was migrated"):
+        load_runs(uri, EXP)
+    capsys.readouterr()
+    assert main(["store", "migrate", "--tracking-uri", uri, "--experiment", EXP]) == 0
+    assert "audit_design: added to 1 run(s)" in capsys.readouterr().out
+    assert not tidy(load_runs(uri, EXP))[1].empty

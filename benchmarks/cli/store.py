@@ -4,25 +4,20 @@ from __future__ import annotations
 
 import argparse
 
-from inputdp.core.errors import ConfigError
-
 
 def cmd_store(args: argparse.Namespace) -> int:
     """``bench store schema``: each experiment's store schema; ``bench store migrate``: bring one up to date."""
     from inputdp.benchmarks.tracking import STEPS, STORE_SCHEMA, default_tracking_uri, migrate, open_store, schema_of
 
     uri = args.tracking_uri or default_tracking_uri()
-    client, exp = open_store(uri, args.experiment, create=False)
-    held = {e.name: e.experiment_id for e in client.search_experiments() if e.name != "Default"}
     if args.action == "schema":
-        for name, exp_id in sorted(held.items()):
-            found = schema_of(client, exp_id)
-            print(f"{name}: schema {found}" + ("" if found == STORE_SCHEMA else
-                                               f" (this inputdp reads {STORE_SCHEMA}: bench store migrate)"))
+        client, _ = open_store(uri, args.experiment, create=False)
+        for e in sorted(client.search_experiments(), key=lambda e: e.name):
+            if e.name != "Default":
+                found = schema_of(client, e.experiment_id)
+                print(f"{e.name}: schema {found}" + ("" if found == STORE_SCHEMA else
+                                                     f" (this inputdp reads {STORE_SCHEMA}: bench store migrate)"))
         return 0
-    if exp is None:
-        raise ConfigError(f"--experiment {args.experiment!r} is not in the store: it holds "
-                          f"{', '.join(sorted(held)) if held else 'no experiment'}")
     before, n, changed = migrate(uri, args.experiment, dry_run=args.dry_run)
     verb = "would add" if args.dry_run else "added"
     print(f"{args.experiment}: schema {before} -> {STORE_SCHEMA}{' (dry run: nothing written)' if args.dry_run else ''}"

@@ -174,7 +174,9 @@ def migrate(tracking_uri: str | None, experiment: str, *, dry_run: bool = False)
     exist or is newer."""
     mlflow_client, exp_id = open_store(tracking_uri, experiment, create=False)
     if exp_id is None:
-        raise ConfigError(f"--experiment {experiment!r} is not in the store {tracking_uri}: nothing to migrate")
+        held = sorted(e.name for e in mlflow_client.search_experiments() if e.name != "Default")
+        raise ConfigError(f"--experiment {experiment!r} is not in the store: it holds "
+                          f"{', '.join(held) if held else 'no experiment'}; nothing to migrate")
     before = schema_of(mlflow_client, exp_id)
     if before > STORE_SCHEMA:
         check_schema(mlflow_client, exp_id, str(tracking_uri), experiment)

@@ -12,6 +12,7 @@ methods/THEORY.md, "Neighbouring relations")."""
 from __future__ import annotations
 
 import math
+import re
 
 import pandas as pd
 
@@ -31,7 +32,9 @@ _REPLACES_AN_EXAMPLE = "replace one example"
 #: is made among them)
 NO_GUARANTEE_PANEL = "no guarantee for the released model (refuted, or a claim about other outputs)"
 ANSWER_COLUMNS = ["dataset", "relation", "epsilon", "best sound method", "model", "accuracy % (n)", "time (x non-private)",
-                  "next best", "non-private accuracy %"]
+                  "audits", "next best", "non-private accuracy %"]
+#: the words of a mechanism audit's text that the answer keeps ("tight to 0.91 at the mechanism (one step ...)")
+_MECHANISM_WORDS = re.compile(r"^(tight to [0-9.]+|refuted|not tight) at the mechanism(?: \(([0-9.]+) of the claim\))?")
 
 
 def relations_covered(row) -> list[str]:
@@ -67,6 +70,36 @@ def time_cell(row) -> str:
         return ""
     source = str(row.get("speed_source", ""))
     return f"×{float(ratio):.2f} " + ("whole run" if source.startswith("whole run") else "per step")
+
+
+def _number(row, column: str) -> float:
+    value = pd.to_numeric(row.get(column, math.nan), errors="coerce")
+    return math.nan if pd.isna(value) else float(value)
+
+
+def audit_cell(row) -> str:
+    """A row's audits in the suite's four words, from the board's columns: the mechanism audit's (tight to X,
+    refuted, or not tight), then the model's under the claim's relation (refuted, not refuted (ceiling X: the most
+    its tests with power could show), no power, or not audited)."""
+    parts = []
+    found = _MECHANISM_WORDS.match(str(row.get("mechanism audit", "") or ""))
+    if found:
+        parts.append(f"{found[1]} at the mechanism" + (f" ({found[2]} of the claim)" if found[2] else ""))
+    threats = ("white_box", "black_box")
+    audits = sum(0 if math.isnan(n) else int(n) for n in (_number(row, f"{t}_audits") for t in threats))
+    lbs = [x for x in (_number(row, f"{t}_lb") for t in threats) if not math.isnan(x)]
+    ceiling = max((x for x in (_number(row, f"{t}_ceiling") for t in threats) if not math.isnan(x)), default=0.0)
+    key = str(row.get("relation_key", "") or "")
+    under = f" under {key}" if key in RELATION_VALUES else ""
+    if not audits:
+        parts.append("the model not audited")
+    elif lbs and max(lbs) > float(row["epsilon"]):
+        parts.append(f"refuted ({max(lbs):.2f} > {float(row['epsilon']):g}){under}")
+    elif ceiling > 0:
+        parts.append(f"not refuted (ceiling {ceiling:.2f}){under}")
+    else:
+        parts.append(f"no power{under}")
+    return "; ".join(parts)
 
 
 def _accuracy(row) -> str:
@@ -105,7 +138,7 @@ def answer_table(board: pd.DataFrame) -> pd.DataFrame:
                "non-private accuracy %": f"{100 * ref['acc_mean'].max():.2f}" if not ref.empty else ""}
         if not sound:
             row.update({"best sound method": "no sound row (every row refuted or no guarantee)", "model": "",
-                        "accuracy % (n)": "", "time (x non-private)": "", "next best": ""})
+                        "accuracy % (n)": "", "time (x non-private)": "", "audits": "", "next best": ""})
         else:
             best = sound[0]
             # the next best is another method: a variant of the same one under a relation whose pair is the same
@@ -113,6 +146,7 @@ def answer_table(board: pd.DataFrame) -> pd.DataFrame:
             nxt = next((r for r in sound[1:] if _base(r["method"]) != _base(best["method"])), None)
             row.update({"best sound method": str(best["method"]), "model": str(best["model"]),
                         "accuracy % (n)": _accuracy(best), "time (x non-private)": time_cell(best),
+                        "audits": audit_cell(best),
                         "next best": "" if nxt is None else f"{nxt['method']} ({nxt['model']}) {100 * nxt['acc_mean']:.2f}"})
         rows.append(row)
     return pd.DataFrame(rows, columns=ANSWER_COLUMNS)

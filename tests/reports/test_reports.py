@@ -673,6 +673,57 @@ def test_the_answer_covers_a_relation_once_a_row_claims_it():
     assert answer.loc["zero-out", "next best"].startswith("pate (m) ")
 
 
+def test_the_answer_says_each_row_s_audits_in_the_four_words():
+    """The answer's audits cell reads the board's columns: the mechanism's word and fraction, then the model's audits
+    under the claim's relation: not refuted with the ceiling of its tests with power, no power where none had any,
+    refuted above the claim, not audited where none ran; a study rendered before its audits followed the claim's
+    relation is not read (its bounds test another statement)."""
+    from inputdp.reports.leaderboard.answer import audit_cell
+
+    base = {"epsilon": 1.0, "relation_key": "zero_out", "mechanism audit": "", "white_box_audits": 0,
+            "black_box_audits": 0, "white_box_lb": math.nan, "black_box_lb": math.nan, "white_box_ceiling": math.nan,
+            "black_box_ceiling": math.nan}
+    tight = {**base, "mechanism audit": "tight to 0.91 at the mechanism (one step (grad_sample_mode=hooks))",
+             "white_box_audits": 1, "white_box_lb": 0.2, "white_box_ceiling": 8.87, "black_box_audits": 1,
+             "black_box_lb": 0.0, "black_box_ceiling": 3.1}
+    assert audit_cell(tight) == "tight to 0.91 at the mechanism; not refuted (ceiling 8.87) under zero_out"
+    no_power = {**base, "relation_key": "add_remove", "white_box_audits": 2, "white_box_lb": 0.0,
+                "white_box_ceiling": 0.0}
+    assert audit_cell(no_power) == "no power under add_remove"
+    loose = {**base, "relation_key": "replace_input",
+             "mechanism audit": "not tight at the mechanism (0.81 of the claim)"}
+    assert audit_cell(loose) == "not tight at the mechanism (0.81 of the claim); the model not audited"
+    refuted = {**no_power, "white_box_lb": 5.6, "white_box_ceiling": 5.6}
+    assert audit_cell(refuted) == "refuted (5.60 > 1) under add_remove"
+
+
+def test_the_readme_answer_does_not_read_a_study_s_audits_of_an_older_design(tmp_path):
+    """A study whose audits.csv predates the design column shows no verdict in the answer, only that its audits
+    are not read; the same row read as current shows its verdict."""
+    from inputdp.reports.summary import LEGACY_AUDITS, answer_block
+
+    def board(study: str, design_logged: bool) -> None:  # one study: the reference and one DP-SGD row
+        folder = tmp_path / study
+        folder.mkdir()
+        common = {"dataset": "mnist", "preset": "best", "model": "m", "q": 0.01, "T": 10, "delta": 1e-5, "seeds": 3,
+                  "view": "own_best", "acc_std": 0.001, "guarantee": "true", "time_ratio_to_nonprivate": math.nan,
+                  "speed_source": "", "mechanism": "subsampled_gaussian", "relation_key": "add_remove",
+                  "adjacency": "add/remove one example"}
+        rows = [{**common, "method": "nonprivate", "epsilon": math.inf, "acc_mean": 0.99},
+                {**common, "method": "dpsgd", "epsilon": 1.0, "acc_mean": 0.98, "white_box_audits": 1,
+                 "white_box_lb": 0.1, "white_box_ceiling": 8.87, "verdict": "not refuted (ceiling 8.87) under add_remove"}]
+        pd.DataFrame(rows).to_csv(folder / "leaderboard.csv", index=False)
+        pd.DataFrame([{"method": "dpsgd", **({"relation, design": "add_remove, absent"} if design_logged else {})}]
+                     ).to_csv(folder / "audits.csv", index=False)
+
+    board("a-old", design_logged=False)
+    line = next(x for x in answer_block(tmp_path) if x.startswith("| mnist | add/remove"))
+    assert f"| a-old | | {LEGACY_AUDITS} |" in line.replace("|  |", "| |")
+    (tmp_path / "a-old" / "audits.csv").unlink()  # a study without audits has nothing to mark: its verdict is read
+    line = next(x for x in answer_block(tmp_path) if x.startswith("| mnist | add/remove"))
+    assert "| not refuted (ceiling 8.87) under add_remove |" in line
+
+
 def test_a_recipe_of_the_preset_s_own_at_an_epsilon_keeps_its_row_and_another_norm_gets_its_own():
     """A preset's recipe from an epsilon up (Fashion-MNIST's DP-SGD: lr 16 from 2.93) is the preset's own there: no
     suffix, so the eps 1 and 2.93 runs share one row; a run with the same lr at 2.93 as eps 1's, or with another

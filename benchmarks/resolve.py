@@ -116,7 +116,8 @@ def resolve(config: RunConfig, *, _calibration: tuple[Method, Calibration] | Non
     method, calibration = _calibration or _calibrated(config)
     norm = method.capabilities.default_norm if config.norm == "auto" else config.norm
     _check_frozen_norm(config.method, norm, method)
-    view, tried = view_of(config.preset, config.dataset, config.method, config.privacy.epsilon)
+    view, tried = view_of(config.preset, config.dataset, config.method, config.privacy.epsilon,
+                          str(method.options.get("adjacency", "")))
     claim = method.claim()
     accounting = f"{claim.accountant}; {accounting_version()}" if math.isfinite(config.privacy.epsilon) else ""
     return ResolvedRun(config=config, calibration=calibration, claim=claim, view=view, configs_tried=tried,

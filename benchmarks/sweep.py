@@ -85,7 +85,9 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
     METHODS.get(method)
     dataset = canonical_name(dataset)
     s = PRESETS.get(preset).settings(dataset)
-    own = s.own(method, epsilon)
+    options = {**s.method_options.get(method, {}), **o.method_options.get(method, {})}
+    defaults = METHODS.get(method).load().option_defaults
+    own = s.own(method, epsilon, str(options.get("adjacency", defaults.get("adjacency", ""))))
 
     def pick(flag, name: str):  # an explicit flag, else the method's own setting in the preset, else the data set's
         return flag if flag is not None else own.get(name, getattr(s, name))
@@ -103,10 +105,8 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
         epsilon = math.inf  # a reference that spends no budget runs once per seed at the same (q, T)
     privacy = PrivacySpec(epsilon=epsilon, delta=o.delta if o.delta is not None else s.delta,
                           sampling_rate=q, steps=steps)
-    options = {**s.method_options.get(method, {}), **o.method_options.get(method, {})}
     # the accountant decides the noise and the claim: it is written into the configuration (and so its key) even
     # when it is the method's default, so a changed default never reuses a stored run of the other accountant
-    defaults = METHODS.get(method).load().option_defaults
     if "accountant" in defaults:
         options.setdefault("accountant", defaults["accountant"])
     model = o.model or own.get("model", s.model)

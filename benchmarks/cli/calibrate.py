@@ -68,16 +68,16 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
             accountants = [None] if "accountant" in options else ["pld"]
     rows, lines = [], []
     for dataset, s in settings.items():
-        def q_and_steps(eps: float, s=s) -> tuple[float, int]:  # the method's own (q, T) where the preset gives one
-            own = s.own(args.method, eps)
+        def q_and_steps(eps: float, relation: str, s=s) -> tuple[float, int]:  # the method's own (q, T) where the
+            own = s.own(args.method, eps, relation)  # preset gives one, at the relation (a recipe may depend on it)
             return own.get("sampling_rate", s.sampling_rate), own.get("steps", s.steps)
 
-        budgets = {eps: q_and_steps(eps) for eps in epsilons}
         for accountant, relation in itertools.product(accountants, relations):
             chosen = {} if accountant is None else {"accountant": accountant}
             if relation is not None:
                 chosen["adjacency"] = relation
             method = create_method(args.method, {**s.method_options.get(args.method, {}), **options, **chosen})
+            budgets = {eps: q_and_steps(eps, str(method.options.get("adjacency", ""))) for eps in epsilons}
             cells = []
             for eps in epsilons:
                 q, steps = budgets[eps]

@@ -148,6 +148,30 @@ def test_best_preset_gives_each_method_its_own_recipe_and_says_so():
                         method_settings_from_epsilon={"dpsgd": ((2.0, {"batch_size": 512}),)})
 
 
+def test_a_recipe_from_an_epsilon_may_apply_to_some_relations_only():
+    """Fashion-MNIST's DP-SGD takes Tramer & Boneh's recipe (q 8192/60000, T 366, lr 16) from eps 2.93 under the
+    relations at whose noise it was tuned (add/remove, zero-out), not one input replaced (twice the sensitivity), which
+    keeps the preset's recipe; MNIST has no such recipe; a step naming an unknown relation is refused in one line."""
+    from inputdp.benchmarks.presets import DatasetSettings, view_of
+    from inputdp.benchmarks.sweep import Overrides, build_config
+
+    def q_steps_lr(dataset, eps, relation=None):
+        o = Overrides(method_options={"dpsgd": {"adjacency": relation}} if relation else {})
+        c = build_config(method="dpsgd", dataset=dataset, preset="best", epsilon=eps, seed=0, overrides=o)
+        return round(c.privacy.sampling_rate * 60000), c.privacy.steps, c.lr
+
+    tb, base = (8192, 366, 16.0), (4096, 300, 8.0)
+    assert q_steps_lr("fashionmnist", 2.93) == tb  # the default relation, add/remove
+    assert q_steps_lr("fashionmnist", 2.93, "zero_out") == tb
+    assert q_steps_lr("fashionmnist", 2.93, "replace_input") == base
+    assert q_steps_lr("fashionmnist", 1.0, "zero_out") == q_steps_lr("fashionmnist", 1.0, "replace_input") == base
+    assert q_steps_lr("mnist", 2.93, "zero_out") == base
+    assert view_of("best", "fashionmnist", "dpsgd", 2.93, "replace_input") == ("own_best", 4)
+    with pytest.raises(ValueError, match="names relation 'replace_one'"):
+        DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
+                        method_settings_from_epsilon={"dpsgd": ((2.0, {"lr": 1.0}, ("replace_one",)),)})
+
+
 def test_the_accountant_is_part_of_a_runs_configuration_and_key():
     """The accountant decides the noise and the claim: it is written into the configuration even when it is the
     method's default, so two accountants are two runs, and the paper preset keeps the papers' accountants."""

@@ -84,6 +84,9 @@ def _recipe_step(method: str, step: tuple) -> tuple[float, Mapping[str, Any], tu
     if len(step) not in (2, 3):
         raise ValueError(f"method_settings_from_epsilon[{method!r}] has {step!r}: give (epsilon, settings) or "
                          "(epsilon, settings, relations)")
+    if len(step) == 3 and isinstance(step[2], str):
+        raise ValueError(f"method_settings_from_epsilon[{method!r}] has relations {step[2]!r}: give a tuple of them, "
+                         f"e.g. ({step[2]!r},)")
     relations = tuple(step[2]) if len(step) == 3 else ()
     unknown = sorted(set(relations) - set(RELATION_VALUES))
     if unknown:

@@ -78,23 +78,26 @@ def _number(row, column: str) -> float:
 
 
 def audit_cell(row) -> str:
-    """A row's audits in the suite's four words, from the board's columns: the mechanism audit's (tight to X,
-    refuted, or not tight), then the model's under the claim's relation (refuted, not refuted (ceiling X: the most
-    its tests with power could show), no power, or not audited)."""
-    parts = []
-    found = _MECHANISM_WORDS.match(str(row.get("mechanism audit", "") or ""))
-    if found:
-        parts.append(f"{found[1]} at the mechanism" + (f" ({found[2]} of the claim)" if found[2] else ""))
+    """A row's audits in the suite's four words, from the board's columns (as ``verdicts._audited`` reads them): a
+    refutation alone where the model's or the mechanism's audit refutes the claim; else the mechanism audit's word
+    (tight to X, or not tight), then the model's audits under the claim's relation: not refuted (ceiling X: the most
+    its tests with power could show; the board keeps only their ceilings), no power, or not audited (saying when
+    audits of another design were not counted)."""
     threats = ("white_box", "black_box")
-    audits = sum(0 if math.isnan(n) else int(n) for n in (_number(row, f"{t}_audits") for t in threats))
-    lbs = [x for x in (_number(row, f"{t}_lb") for t in threats) if not math.isnan(x)]
-    ceiling = max((x for x in (_number(row, f"{t}_ceiling") for t in threats) if not math.isnan(x)), default=0.0)
     key = str(row.get("relation_key", "") or "")
     under = f" under {key}" if key in RELATION_VALUES else ""
+    lbs = [x for x in (_number(row, f"{t}_lb") for t in threats) if not math.isnan(x)]
+    if lbs and max(lbs) > float(row["epsilon"]):
+        return f"refuted ({max(lbs):.2f} > {float(row['epsilon']):g}){under}"
+    found = _MECHANISM_WORDS.match(str(row.get("mechanism audit", "") or ""))
+    if found and found[1] == "refuted":
+        return "refuted at the mechanism"
+    parts = [f"{found[1]} at the mechanism" + (f" ({found[2]} of the claim)" if found[2] else "")] if found else []
+    audits = sum(0 if math.isnan(n) else int(n) for n in (_number(row, f"{t}_audits") for t in threats))
+    ceiling = max((x for x in (_number(row, f"{t}_ceiling") for t in threats) if not math.isnan(x)), default=0.0)
     if not audits:
-        parts.append("the model not audited")
-    elif lbs and max(lbs) > float(row["epsilon"]):
-        parts.append(f"refuted ({max(lbs):.2f} > {float(row['epsilon']):g}){under}")
+        other = "not counted" in str(row.get("verdict", "") or "")
+        parts.append("the model not audited" + (f"{under} (audits of another design not counted)" if other else ""))
     elif ceiling > 0:
         parts.append(f"not refuted (ceiling {ceiling:.2f}){under}")
     else:

@@ -12,7 +12,7 @@ import mlflow
 import numpy as np
 import pandas as pd
 
-from inputdp.benchmarks.sweep import build_config
+from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.benchmarks.tracking import check_schema, default_tracking_uri, open_store
 from inputdp.core import names
 
@@ -75,13 +75,16 @@ RECIPE_SETTINGS = ("optimizer", "lr", "momentum", "norm")
 
 
 
-def _preset_recipe(method: str, dataset: str, preset: str, epsilon: float = 1.0) -> dict[str, str] | None:
-    """The preset's own optimizer, lr, momentum and normalisation for this method at this epsilon (a preset may give
-    a recipe of its own from some epsilon up), as logged (strings); None if unknown."""
+def _preset_recipe(method: str, dataset: str, preset: str, epsilon: float = 1.0,
+                   adjacency: str = "") -> dict[str, str] | None:
+    """The preset's own optimizer, lr, momentum and normalisation for this method at this epsilon under the run's
+    relation (a preset may give a recipe of its own from some epsilon up, under some relations), as logged
+    (strings); None if unknown. ``adjacency`` "": the run named none (the method's default)."""
 
     try:
         c = build_config(method=method, dataset=dataset, preset=preset,
-                         epsilon=epsilon if math.isfinite(epsilon) else 1.0, seed=0)
+                         epsilon=epsilon if math.isfinite(epsilon) else 1.0, seed=0,
+                         overrides=Overrides(method_options={method: {"adjacency": adjacency}} if adjacency else {}))
     except Exception:  # a preset, data set or method this checkout does not know: no baseline to compare with
         return None
     return {k: str(getattr(c, k)) for k in RECIPE_SETTINGS}
@@ -94,13 +97,15 @@ def _recipe_suffix(runs: pd.DataFrame) -> pd.Series:
     a leaderboard row."""
     method, dataset, preset = (_col(runs, f"tags.{t}") for t in (names.TAG_METHOD, names.TAG_DATASET, names.TAG_PRESET))
     epsilon = pd.to_numeric(_col(runs, f"params.{names.PARAM_EPSILON}"), errors="coerce").fillna(1.0)
+    adjacency = _col(runs, f"params.{names.PARAM_METHOD_OPTIONS}adjacency")
     settings = {k: _col(runs, f"params.{k}") for k in RECIPE_SETTINGS}
     baselines: dict[tuple, dict[str, str] | None] = {}
     out = []
     for i in runs.index:
-        key = (method[i], dataset[i], preset[i], float(epsilon[i]))
+        relation = adjacency[i] if isinstance(adjacency[i], str) else ""
+        key = (method[i], dataset[i], preset[i], float(epsilon[i]), relation)
         if key not in baselines:
-            baselines[key] = _preset_recipe(*map(str, key[:3]), key[3])
+            baselines[key] = _preset_recipe(*map(str, key[:3]), key[3], relation)
         base, parts = baselines[key], []
         if base is None:
             out.append("")

@@ -167,9 +167,19 @@ def test_a_recipe_from_an_epsilon_may_apply_to_some_relations_only():
     assert q_steps_lr("fashionmnist", 1.0, "zero_out") == q_steps_lr("fashionmnist", 1.0, "replace_input") == base
     assert q_steps_lr("mnist", 2.93, "zero_out") == base
     assert view_of("best", "fashionmnist", "dpsgd", 2.93, "replace_input") == ("own_best", 4)
+    # the rule itself: a step naming relations applies under those only, one naming none under every relation, the
+    # largest epsilon at or below the run's among those that apply winning
+    s = DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
+                        method_settings_from_epsilon={"dpsgd": ((3.0, {"lr": 3.0}), (2.0, {"lr": 2.0}, ("zero_out",)))})
+    assert [s.own("dpsgd", e, r).get("lr") for e, r in ((1.0, "zero_out"), (2.5, "zero_out"), (2.5, "add_remove"),
+                                                         (3.5, "add_remove"), (3.5, "zero_out"), (3.5, ""))] == [
+        None, 2.0, None, 3.0, 3.0, 3.0]
     with pytest.raises(ValueError, match="names relation 'replace_one'"):
         DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
                         method_settings_from_epsilon={"dpsgd": ((2.0, {"lr": 1.0}, ("replace_one",)),)})
+    with pytest.raises(ValueError, match="give a tuple of them"):
+        DatasetSettings(model="small_cnn", sampling_rate=0.01, steps=10, lr=0.1,
+                        method_settings_from_epsilon={"dpsgd": ((2.0, {"lr": 1.0}, "zero_out"),)})
 
 
 def test_the_accountant_is_part_of_a_runs_configuration_and_key():

@@ -676,8 +676,7 @@ def test_the_answer_covers_a_relation_once_a_row_claims_it():
 def test_the_answer_says_each_row_s_audits_in_the_four_words():
     """The answer's audits cell reads the board's columns: the mechanism's word and fraction, then the model's audits
     under the claim's relation: not refuted with the ceiling of its tests with power, no power where none had any,
-    refuted above the claim, not audited where none ran; a study rendered before its audits followed the claim's
-    relation is not read (its bounds test another statement)."""
+    not audited where none ran (saying when audits of another design were not counted); a refutation alone."""
     from inputdp.reports.leaderboard.answer import audit_cell
 
     base = {"epsilon": 1.0, "relation_key": "zero_out", "mechanism audit": "", "white_box_audits": 0,
@@ -693,13 +692,50 @@ def test_the_answer_says_each_row_s_audits_in_the_four_words():
     loose = {**base, "relation_key": "replace_input",
              "mechanism audit": "not tight at the mechanism (0.81 of the claim)"}
     assert audit_cell(loose) == "not tight at the mechanism (0.81 of the claim); the model not audited"
-    refuted = {**no_power, "white_box_lb": 5.6, "white_box_ceiling": 5.6}
-    assert audit_cell(refuted) == "refuted (5.60 > 1) under add_remove"
+    refuted = {**tight, "white_box_lb": 5.6, "white_box_ceiling": 5.6}  # a refutation is said alone
+    assert audit_cell(refuted) == "refuted (5.60 > 1) under zero_out"
+    broken = {**tight, "mechanism audit": "refuted at the mechanism (one step (grad_sample_mode=hooks))"}
+    assert audit_cell(broken) == "refuted at the mechanism"
+    other = {**base, "relation_key": "replace_input",
+             "verdict": "not audited under replace_input; 2 audits with add/remove's absent canaries not counted: ..."}
+    assert audit_cell(other) == ("the model not audited under replace_input (audits of another design not "
+                                 "counted)")
+
+
+def test_the_answer_s_audits_cell_agrees_with_the_board_s_verdict():
+    """The cell reads the columns the board's verdicts are made from: joined from real audit rows (a test with power,
+    a test whose guesses were all on one side, none), each board row's cell says what its verdict says."""
+    from inputdp.reports.leaderboard.answer import audit_cell
+    from inputdp.reports.leaderboard.verdicts import _join_audits
+
+    def audit(method, lb, ceiling, power):
+        return {"dataset": "mnist", "method": method, "epsilon": 1.0, "delta": 1e-5, "kind": "one_run",
+                "canary_kind": "gradient_canaries", "model": "m", "audit_mode": "one_run", "audit_runs": 1,
+                "audit_design": "absent", "lb_white_box": lb, "ceiling_white_box": ceiling, "fdp_white_box": lb,
+                "fdp_ceiling_white_box": ceiling, "power_white_box": power, "lb_black_box": math.nan,
+                "ceiling_black_box": math.nan}
+
+    rows = [{"dataset": "mnist", "method": m, "method_name": "dpsgd", "epsilon": 1.0, "delta": 1e-5, "q": 0.01,
+             "T": 10, "relation_key": "add_remove", "adjacency": "add/remove one example", "vectors_lb": math.nan,
+             "accountant": "pld"} for m in ("powered", "powerless", "unaudited", "refuted")]
+    audits = pd.DataFrame([audit("powered", 0.4, 8.87, 1.0), audit("powerless", 0.0, 5.6, 0.0),
+                           audit("refuted", 3.2, 8.87, 1.0)])
+    board = pd.DataFrame(rows)
+    _join_audits(board, audits)
+    cells = {r["method"]: audit_cell(r) for _, r in board.iterrows()}
+    verdicts = dict(zip(board["method"], board["verdict"]))
+    assert cells["powered"] == "not refuted (ceiling 8.87) under add_remove" and verdicts["powered"].startswith(
+        "not refuted (ceiling 8.87) under add_remove")
+    assert cells["powerless"] == "no power under add_remove" and verdicts["powerless"].startswith(
+        "no power under add_remove")
+    assert cells["unaudited"] == "the model not audited" and verdicts["unaudited"].startswith("not audited")
+    assert cells["refuted"].startswith("refuted (3.20 > 1)") and "refuted" in verdicts["refuted"]
 
 
 def test_the_readme_answer_does_not_read_a_study_s_audits_of_an_older_design(tmp_path):
     """A study whose audits.csv predates the design column shows no verdict in the answer, only that its audits
-    are not read; the same row read as current shows its verdict."""
+    are not read; the same configuration in a study whose audits are current is preferred, its verdict shown; a
+    study without audits has nothing to mark."""
     from inputdp.reports.summary import LEGACY_AUDITS, answer_block
 
     def board(study: str, design_logged: bool) -> None:  # one study: the reference and one DP-SGD row
@@ -719,22 +755,34 @@ def test_the_readme_answer_does_not_read_a_study_s_audits_of_an_older_design(tmp
     board("a-old", design_logged=False)
     line = next(x for x in answer_block(tmp_path) if x.startswith("| mnist | add/remove"))
     assert f"| a-old | | {LEGACY_AUDITS} |" in line.replace("|  |", "| |")
+    # the same configuration in a study whose audits follow the claim's relation: its row is shown, verdict read
+    board("b-new", design_logged=True)
+    line = next(x for x in answer_block(tmp_path) if x.startswith("| mnist | add/remove"))
+    assert "| b-new |" in line and "| not refuted (ceiling 8.87) under add_remove |" in line
+    (tmp_path / "b-new" / "leaderboard.csv").unlink()
     (tmp_path / "a-old" / "audits.csv").unlink()  # a study without audits has nothing to mark: its verdict is read
     line = next(x for x in answer_block(tmp_path) if x.startswith("| mnist | add/remove"))
-    assert "| not refuted (ceiling 8.87) under add_remove |" in line
+    assert "| a-old |" in line and "| not refuted (ceiling 8.87) under add_remove |" in line
 
 
 def test_a_recipe_of_the_preset_s_own_at_an_epsilon_keeps_its_row_and_another_norm_gets_its_own():
-    """A preset's recipe from an epsilon up (Fashion-MNIST's DP-SGD: lr 16 from 2.93) is the preset's own there: no
-    suffix, so the eps 1 and 2.93 runs share one row; a run with the same lr at 2.93 as eps 1's, or with another
-    normalisation, names what differs (two recipes never share a row)."""
+    """A preset's recipe from an epsilon up (Fashion-MNIST's DP-SGD: lr 16 from 2.93, under add/remove and zero-out)
+    is the preset's own there: no suffix, so the eps 1 and 2.93 runs share one row; a run with the same lr at 2.93 as
+    eps 1's, or with another normalisation, or the published recipe under a relation it does not apply to, names
+    what differs (two recipes never share a row)."""
     from inputdp.core import names
     from inputdp.reports.leaderboard.load import _recipe_suffix
 
-    def run(eps: float, lr: float, norm: str = "group") -> dict:
+    def run(eps: float, lr: float, norm: str = "group", relation: str = "") -> dict:
         return {f"tags.{names.TAG_METHOD}": "dpsgd", f"tags.{names.TAG_DATASET}": "fashionmnist",
                 f"tags.{names.TAG_PRESET}": "best", f"params.{names.PARAM_EPSILON}": str(eps), "params.optimizer": "sgd",
-                "params.lr": str(lr), "params.momentum": "0.9", "params.norm": norm}
+                "params.lr": str(lr), "params.momentum": "0.9", "params.norm": norm,
+                **({f"params.{names.PARAM_METHOD_OPTIONS}adjacency": relation} if relation else {})}
 
     runs = pd.DataFrame([run(1.0, 8.0), run(2.93, 16.0), run(2.93, 8.0), run(1.0, 8.0, "frozen")])
     assert list(_recipe_suffix(runs)) == ["", "", "lr=8.0", "norm=frozen"]
+    # the published recipe is the preset's from 2.93 under add/remove and zero-out only: under one input replaced the
+    # preset keeps lr 8, so the published recipe's run there is the one that names what differs
+    runs = pd.DataFrame([run(2.93, 16.0, relation="zero_out"), run(2.93, 8.0, relation="replace_input"),
+                         run(2.93, 16.0, relation="replace_input"), run(2.93, 8.0, relation="zero_out")])
+    assert list(_recipe_suffix(runs)) == ["", "", "lr=16.0", "lr=8.0"]

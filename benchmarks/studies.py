@@ -11,6 +11,7 @@ study run again starts nothing: every configuration and audit is found FINISHED 
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -351,6 +352,7 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
         finally:
             tracker.release()
         done.append(f"audit ({plan.label()}) of {_label(r)}")
+        print(f"finished {done[-1]}", file=sys.stderr, flush=True)
     for part in study.parts:
         if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent,
                                           data_dir=data_dir):

@@ -3,6 +3,7 @@ of bad input across every subcommand is test_hostile_input.py)."""
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 
@@ -26,7 +27,13 @@ def test_run_smoke_writes_sqlite_store(tmp_path, capsys):
     code = main(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke", "--no-progress"])
     assert code == 0
     assert (tmp_path / "mlflow.db").exists()  # the default store, in the working directory
-    assert "nonprivate" in capsys.readouterr().out
+    out = capsys.readouterr()
+    assert "nonprivate" in out.out
+    # without progress bars, still a line per finished run (the flag's help says so), on stderr
+    assert re.search(r"^\[1/1\] ran nonprivate synthetic eps=inf seed=0: accuracy [01]\.\d{4} in \d+\.\d min$",
+                     out.err, re.M), out.err
+    code = main(["run", "--methods", "nonprivate", "--dataset", "synthetic", "--preset", "smoke", "--no-progress"])
+    assert code == 0 and "[1/1] already finished nonprivate synthetic eps=inf seed=0: accuracy" in capsys.readouterr().err
 
 
 def test_missing_data_one_line(tmp_path, monkeypatch, capsys):

@@ -290,20 +290,32 @@ def check_audits(study: Study, runs: Sequence[ResolvedRun]) -> None:
                                   "or no exclusive-support audit, for this data set")
 
 
+#: what ``run_study`` may be limited to: the timed work (training runs, speed runs), which should run alone, or the
+#: audits, which report no time and may share the cores (two studies' audits side by side)
+ONLY = ("training", "audits")
+
+
 def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None = None, executor: str = "local",
-              executor_options: dict[str, Any] | None = None, data_dir: str | None = None) -> tuple[Any, list[str]]:
+              executor_options: dict[str, Any] | None = None, data_dir: str | None = None,
+              only: str = "") -> tuple[Any, list[str]]:
     """Run what the store lacks, first seed first: the first round of training configurations (a sweep: FINISHED
     ones skipped), the audits of every private row (at its first seed) and the speed measurement, then each later
-    round of seeds. Returns (the sweeps' outcome, the labels of the audits and speed runs made now)."""
+    round of seeds; ``only`` "training" leaves the audits out, "audits" runs nothing else. Returns (the sweeps'
+    outcome, the labels of the audits and speed runs made now)."""
 
+    if only and only not in ONLY:
+        raise ConfigError(f"only={only!r} is not allowed: choose one of {', '.join(ONLY)} (or nothing: all of it)")
     perf = perf or PerfFlags()
     runs = configurations(study, data_dir)
     check_audits(study, runs)
     parent = study_run(study, tracking_uri)
     total, extra = SweepOutcome(), []
     try:
-        _rounds(study, runs, total, extra, tracking_uri=tracking_uri, perf=perf, executor=executor,
-                executor_options=executor_options, parent=parent, data_dir=data_dir)
+        if only == "audits":
+            extra += _audits(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent)
+        else:
+            _rounds(study, runs, total, extra, tracking_uri=tracking_uri, perf=perf, executor=executor,
+                    executor_options=executor_options, parent=parent, data_dir=data_dir, audits=only != "training")
     finally:  # the study's parent run spans its runs in the MLflow UI, however the study ended
         span_parent(tracking_uri, study.name, parent)
     return total, extra
@@ -311,8 +323,8 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
 
 def _rounds(study: Study, runs: Sequence[ResolvedRun], total: SweepOutcome, extra: list[str], *,
             tracking_uri: str | None, perf: PerfFlags, executor: str, executor_options: dict[str, Any] | None,
-            parent: str, data_dir: str | None) -> None:
-    """Each round of seeds as a sweep, the first followed by the audits and the speed run."""
+            parent: str, data_dir: str | None, audits: bool = True) -> None:
+    """Each round of seeds as a sweep, the first followed by the audits (unless left out) and the speed run."""
     for k, batch in enumerate(rounds(study, runs)):
         outcome = run_sweep(batch, tracking_uri=tracking_uri, experiment=study.name, perf=perf, executor=executor,
                             executor_options=executor_options, parent_run_id=parent)
@@ -323,13 +335,13 @@ def _rounds(study: Study, runs: Sequence[ResolvedRun], total: SweepOutcome, extr
             raise ConfigError(f"study {study.name}: {len(outcome.failed)} configuration(s) failed "
                               f"({outcome.failed[0].error}); run it again to finish them")
         if k == 0:
-            extra += _audits_and_speed(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent,
-                                       data_dir=data_dir)
+            extra += _audits(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent) if audits else []
+            extra += _speed(study, tracking_uri=tracking_uri, perf=perf, parent=parent, data_dir=data_dir)
 
 
-def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
-                      parent: str, data_dir: str | None = None) -> list[str]:
-    """Each audit of every private row the store lacks, then each part's speed measurement; their labels."""
+def _audits(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
+            parent: str) -> list[str]:
+    """Each audit of every private row the store lacks; their labels."""
 
     done = []
     for plan, r in [(plan, r) for plan in study.audits for r in audited(runs) if plan.applies(r)]:
@@ -353,6 +365,14 @@ def _audits_and_speed(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri
             tracker.release()
         done.append(f"audit ({plan.label()}) of {_label(r)}")
         print(f"finished {done[-1]}", file=sys.stderr, flush=True)
+    return done
+
+
+def _speed(study: Study, *, tracking_uri: str | None, perf: PerfFlags, parent: str,
+           data_dir: str | None = None) -> list[str]:
+    """Each part's speed measurement the store lacks; their labels."""
+
+    done = []
     for part in study.parts:
         if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent,
                                           data_dir=data_dir):

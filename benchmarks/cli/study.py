@@ -41,7 +41,8 @@ def cmd_study(args: argparse.Namespace) -> int:
         return 0
     perf.resolve_device()
     outcome, audits = run_study(study, tracking_uri=args.tracking_uri, perf=perf, executor=args.executor,
-                                executor_options=executor_options(args), data_dir=args.data_dir)
+                                executor_options=executor_options(args), data_dir=args.data_dir,
+                                only=args.only or "")
     print(f"study {study.name}: ran {len(outcome.ran)}, already finished {len(outcome.skipped)}, running elsewhere "
           f"{len(outcome.elsewhere)}; audits and speed measurements run {len(audits)}")
     print(f"next: bench report --experiment {study.name} --out reports/{study.name}")
@@ -66,6 +67,9 @@ class Study:
                        "study's runs go to the experiment named after it")
         p.add_argument("--data-dir", help="where the data sets are (torchvision's layout, as for bench run); default "
                        "$INPUTDP_DATA, else the user cache, downloading what is missing")
+        p.add_argument("--only", choices=("training", "audits"),  # studies.ONLY, not imported before it is needed
+                       help="run: only the timed work (training and speed runs, to be run alone) or only the audits "
+                       "(no timings: two studies' audits may share the cores); default all")
         p.add_argument("--device", default="auto", help="auto | cpu | cuda")
         p.add_argument("--threads", type=int, default=0, help=THREADS_HELP)
         p.add_argument("--no-progress", action="store_true", help=PROGRESS_HELP)

@@ -129,6 +129,26 @@ def test_a_study_runs_resumes_and_says_where_it_stands(tmp_path, capsys):
         assert board["peak_memory_mb"].isna().all()  # the runs' own RSS is not attributable
 
 
+@pytest.mark.slow
+def test_a_study_runs_its_timed_work_and_its_audits_apart(tmp_path, capsys):
+    """--only training runs the training and speed runs (timed: to be run alone) and no audit; --only audits then
+    runs the audits alone (no timings: they may share the cores), and nothing of the rest is run again."""
+    uri = f"sqlite:///{tmp_path / 'study.db'}"
+    common = ["--tracking-uri", uri, "--no-progress", "--device", "cpu"]
+    assert main(["study", "run", "smoke", "--only", "training", *common]) == 0
+    out, err = capsys.readouterr()
+    assert "ran 4, already finished 0" in out and "audits and speed measurements run 1" in out
+    assert "finished audit" not in err and err.count("] ran ") == 4  # a line per run, on stderr
+    assert main(["study", "status", "smoke", *common]) == 0
+    assert "5 done, 0 running, 3 missing" in capsys.readouterr().out  # the three audits
+    assert main(["study", "run", "smoke", "--only", "audits", *common]) == 0
+    out, err = capsys.readouterr()
+    assert "ran 0, already finished 0" in out and "audits and speed measurements run 3" in out
+    assert err.count("finished audit") == 3 and "] ran " not in err
+    assert main(["study", "status", "smoke", *common]) == 0
+    assert "8 done, 0 running, 0 missing" in capsys.readouterr().out
+
+
 def test_a_study_reaps_an_audit_whose_process_died_and_leaves_a_live_one(tmp_path):
     """A study claims each audit as a training run is claimed: one left RUNNING by a process killed outright
     (SIGKILL) is marked FAILED and run again; one whose process lives (its heartbeat fresh, on another host) is left

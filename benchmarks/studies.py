@@ -290,8 +290,7 @@ def check_audits(study: Study, runs: Sequence[ResolvedRun]) -> None:
                                   "or no exclusive-support audit, for this data set")
 
 
-#: what ``run_study`` may be limited to: the timed work (training runs, speed runs), which should run alone, or the
-#: audits, which report no time and may share the cores (two studies' audits side by side)
+#: what ``run_study`` may be limited to: the timed work (training and speed runs: alone), or the untimed audits
 ONLY = ("training", "audits")
 
 
@@ -336,13 +335,13 @@ def _rounds(study: Study, runs: Sequence[ResolvedRun], total: SweepOutcome, extr
                               f"({outcome.failed[0].error}); run it again to finish them")
         if k == 0:
             extra += _audits(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent) if audits else []
-            extra += _speed(study, tracking_uri=tracking_uri, perf=perf, parent=parent, data_dir=data_dir)
+            extra += [f"speed of {part.dataset} {part.preset}" for part in study.parts if part.speed_steps and
+                      speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent, data_dir=data_dir)]
 
 
 def _audits(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
             parent: str) -> list[str]:
     """Each audit of every private row the store lacks; their labels."""
-
     done = []
     for plan, r in [(plan, r) for plan in study.audits for r in audited(runs) if plan.applies(r)]:
         r = plan.of(r)  # the row's configuration, its data fingerprint included, on the audit's model
@@ -365,18 +364,6 @@ def _audits(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | No
             tracker.release()
         done.append(f"audit ({plan.label()}) of {_label(r)}")
         print(f"finished {done[-1]}", file=sys.stderr, flush=True)
-    return done
-
-
-def _speed(study: Study, *, tracking_uri: str | None, perf: PerfFlags, parent: str,
-           data_dir: str | None = None) -> list[str]:
-    """Each part's speed measurement the store lacks; their labels."""
-
-    done = []
-    for part in study.parts:
-        if part.speed_steps and speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent,
-                                          data_dir=data_dir):
-            done.append(f"speed of {part.dataset} {part.preset}")
     return done
 
 

@@ -202,7 +202,7 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
 
 def finished_line(summary: RunSummary, k: int, n: int) -> str:
     """The line a sweep prints as each configuration comes back (with or without progress bars):
-    "[3/12] ran dpsgd [adjacency=zero_out] mnist eps=1 seed=0: accuracy 0.9803 in 2.3 min"."""
+    "[3/12] ran METHOD [VARIANT] DATASET eps=1 seed=0: accuracy 0.9803 in 2.3 min"."""
     c, m = summary.config, summary.metrics
     eps = "inf" if not math.isfinite(c.privacy.epsilon) else f"{c.privacy.epsilon:g}"
     label = c.method + (f" [{summary.variant}]" if summary.variant else "")
@@ -278,7 +278,8 @@ def run_sweep(runs: Sequence[ResolvedRun], *, tracking_uri: str | None = None, e
     try:
         for k, summary in enumerate(runner.map(runs, run_one=run_one, lost=lost, perf=perf), 1):
             outcome.add(summary)
-            print(finished_line(summary, k, len(runs)), file=sys.stderr, flush=True)
+            if summary.status != "failed":  # a failure is said once, in one line, by the command
+                print(finished_line(summary, k, len(runs)), file=sys.stderr, flush=True)
     finally:
         if nest and parent_run_id is not None:  # the sweep's own parent spans its runs in the UI
             span_parent(tracking_uri, experiment, parent_run_id)

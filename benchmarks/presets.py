@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -68,10 +67,10 @@ class DatasetSettings:
             object.__setattr__(self, name, _frozen(getattr(self, name)))
 
 
-    def own(self, method: str, epsilon: float, relation: str = "") -> Mapping[str, Any]:
-        """The method's own settings in this preset at ``epsilon`` under ``relation`` (the run's adjacency; "" for a
-        method without one): its settings, updated by the recipe of the largest ``method_settings_from_epsilon``
-        threshold at or below epsilon that applies to the relation."""
+    def own(self, method: str, epsilon: float, relation: str) -> Mapping[str, Any]:
+        """The method's own settings in this preset at ``epsilon`` under ``relation`` (the run's adjacency,
+        :func:`~inputdp.core.claims.adjacency_of`; "" for a method without one): its settings, updated by the recipe
+        of the largest ``method_settings_from_epsilon`` threshold at or below epsilon that applies to the relation."""
         own = dict(self.method_settings.get(method, {}))
         for threshold, settings, relations in self.method_settings_from_epsilon.get(method, ()):
             if epsilon >= threshold and (not relations or relation in relations):
@@ -149,7 +148,7 @@ def preset_options(preset: str, dataset: str, method: str) -> dict[str, Any]:
     return dict(found[1].method_options.get(method, {})) if found else {}
 
 
-def view_of(preset: str, dataset: str, method: str, epsilon: float = math.inf, relation: str = "") -> tuple[str, int]:
+def view_of(preset: str, dataset: str, method: str, epsilon: float, relation: str) -> tuple[str, int]:
     """(the preset's view, how many configurations were tried for this method there at ``epsilon`` under
     ``relation``: 1 unless the preset says); ("matched", 1) for a name that is not a registered preset."""
     found = _registered(preset, dataset)

@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 from inputdp.core import names
-from inputdp.core.claims import Calibration, PrivacyClaim
+from inputdp.core.claims import Calibration, PrivacyClaim, adjacency_of
 from inputdp.core.config import PerfFlags, RunConfig, precision
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import check_holdout
@@ -117,7 +117,7 @@ def resolve(config: RunConfig, *, _calibration: tuple[Method, Calibration] | Non
     norm = method.capabilities.default_norm if config.norm == "auto" else config.norm
     _check_frozen_norm(config.method, norm, method)
     view, tried = view_of(config.preset, config.dataset, config.method, config.privacy.epsilon,
-                          str(method.options.get("adjacency", "")))
+                          adjacency_of(method.options))
     claim = method.claim()
     accounting = f"{claim.accountant}; {accounting_version()}" if math.isfinite(config.privacy.epsilon) else ""
     return ResolvedRun(config=config, calibration=calibration, claim=claim, view=view, configs_tried=tried,

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from inputdp.core import names
+from inputdp.core.claims import adjacency_of
 from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig
 from inputdp.core.errors import ConfigError, Diverged, one_line
 from inputdp.datasets import canonical_name, dataset_info
@@ -88,7 +89,7 @@ def build_config(*, method: str, dataset: str, preset: str, epsilon: float, seed
     s = PRESETS.get(preset).settings(dataset)
     options = {**s.method_options.get(method, {}), **o.method_options.get(method, {})}
     defaults = METHODS.get(method).load().option_defaults
-    own = s.own(method, epsilon, str(options.get("adjacency", defaults.get("adjacency", ""))))
+    own = s.own(method, epsilon, adjacency_of(options, defaults))
 
     def pick(flag, name: str):  # an explicit flag, else the method's own setting in the preset, else the data set's
         return flag if flag is not None else own.get(name, getattr(s, name))

@@ -220,9 +220,9 @@ def _check_canary_count(args: argparse.Namespace, config) -> None:
 def _check_design(config) -> None:
     """Input canaries under a claim whose relation they cannot build (zero-out's null example): refused now."""
     from inputdp.benchmarks.audits.one_run import check_input_design
-    from inputdp.core.claims import RELATION_VALUES
+    from inputdp.core.claims import RELATION_VALUES, adjacency_of
 
-    relation = RELATION_VALUES.get(str(config.method_options.get("adjacency", "")))
+    relation = RELATION_VALUES.get(adjacency_of(config.method_options))
     if relation is not None:
         check_input_design(relation)
 

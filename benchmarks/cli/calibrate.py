@@ -7,7 +7,7 @@ import itertools
 import json
 from typing import Any
 
-from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT, ZERO_OUT
+from inputdp.core.claims import ADD_REMOVE, ADJACENCY, REPLACE_INPUT, ZERO_OUT, adjacency_of
 from inputdp.core.errors import ConfigError
 
 from .common import parse_options
@@ -60,8 +60,8 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
     accountants = ([None] if "accountant" in options or "accountant" not in cls.option_defaults
                    else list(getattr(cls, "accountants", (cls.option_defaults["accountant"],))))
     relations: list[str | None] = [None]
-    asked = options.get("adjacency")
-    if asked in (REPLACE_INPUT, ZERO_OUT) and cls.option_defaults.get("adjacency") == ADD_REMOVE:
+    asked = options.get(ADJACENCY)
+    if asked in (REPLACE_INPUT, ZERO_OUT) and cls.option_defaults.get(ADJACENCY) == ADD_REMOVE:
         # the relation asked for beside the default one, row by row; only PLD has replace_input (unless one is named)
         relations = [ADD_REMOVE, asked]
         if "accountant" in options or asked == REPLACE_INPUT:
@@ -75,9 +75,9 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
         for accountant, relation in itertools.product(accountants, relations):
             chosen = {} if accountant is None else {"accountant": accountant}
             if relation is not None:
-                chosen["adjacency"] = relation
+                chosen[ADJACENCY] = relation
             method = create_method(args.method, {**s.method_options.get(args.method, {}), **options, **chosen})
-            budgets = {eps: q_and_steps(eps, str(method.options.get("adjacency", ""))) for eps in epsilons}
+            budgets = {eps: q_and_steps(eps, adjacency_of(method.options)) for eps in epsilons}
             cells = []
             for eps in epsilons:
                 q, steps = budgets[eps]
@@ -86,7 +86,7 @@ def _calibration_table(args: argparse.Namespace, options: dict[str, Any]) -> int
                 key = next(iter(cal.noise))
                 cells.append(cal.noise[key])
                 rows.append({"dataset": dataset, "q": q, "steps": steps, "epsilon": eps,
-                             **({"adjacency": relation} if relation else {}), key: cal.noise[key],
+                             **({ADJACENCY: relation} if relation else {}), key: cal.noise[key],
                              "achieved_epsilon": cal.epsilon, "order": cal.order,
                              **{k: v for k, v in cal.details.items() if k not in cal.noise},
                              "calibration_seconds": cal.seconds})

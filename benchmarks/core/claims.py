@@ -58,6 +58,16 @@ RELATION_VALUES = {
 }
 
 
+#: the method option that names the claim's relation
+ADJACENCY = "adjacency"
+
+
+def adjacency_of(options: Mapping[str, Any], defaults: Mapping[str, Any] | None = None) -> str:
+    """The relation a method's options name (their ``adjacency``; else the method's default's; "" for a method that
+    has none): what a preset's recipe, a run's key and an audit's design are chosen by."""
+    return str(options.get(ADJACENCY, (defaults or {}).get(ADJACENCY, "")))
+
+
 def relation_named(name: str) -> Relation:
     """The relation a key (``add_remove``) or its text names; a one-line error otherwise."""
     for r in RELATION_VALUES.values():

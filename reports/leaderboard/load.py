@@ -15,6 +15,7 @@ import pandas as pd
 from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.benchmarks.tracking import check_schema, default_tracking_uri, open_store
 from inputdp.core import names
+from inputdp.core.claims import ADJACENCY
 
 #: one leaderboard row per recipe and budget: runs at another (q, T) are another configuration, not more seeds
 GROUP = ["dataset", "preset", "model", "method", "epsilon", "q", "T"]
@@ -84,7 +85,7 @@ def _preset_recipe(method: str, dataset: str, preset: str, epsilon: float = 1.0,
     try:
         c = build_config(method=method, dataset=dataset, preset=preset,
                          epsilon=epsilon if math.isfinite(epsilon) else 1.0, seed=0,
-                         overrides=Overrides(method_options={method: {"adjacency": adjacency}} if adjacency else {}))
+                         overrides=Overrides(method_options={method: {ADJACENCY: adjacency}} if adjacency else {}))
     except Exception:  # a preset, data set or method this checkout does not know: no baseline to compare with
         return None
     return {k: str(getattr(c, k)) for k in RECIPE_SETTINGS}

@@ -124,12 +124,12 @@ def test_best_preset_gives_each_method_its_own_recipe_and_says_so():
     assert (low.privacy.sampling_rate, low.privacy.steps, low.lr) == (4096 / 60000, 300, 8.0)
     high = build_config(method="dpsgd", dataset="fashionmnist", preset="best", epsilon=8.0, seed=0)
     assert (high.privacy.steps, high.lr) == (366, 16.0)
-    assert view_of("best", "mnist", "dpsgd") == ("own_best", 4)
-    assert view_of("best", "fashionmnist", "dpsgd", 1.0) == view_of("best", "fashionmnist", "dpsgd", 2.93) == (
-        "own_best", 4)  # the choice between the two recipes counts at both budgets
-    assert view_of("best", "mnist", "dirichlet_softmax") == ("own_best", 7)
-    assert view_of("cpu", "mnist", "dpsgd") == ("matched", 1)
-    assert view_of("no-such-preset", "mnist", "dpsgd") == ("matched", 1)
+    assert view_of("best", "mnist", "dpsgd", 1.0, "add_remove") == ("own_best", 4)
+    assert view_of("best", "fashionmnist", "dpsgd", 1.0, "add_remove") == view_of(
+        "best", "fashionmnist", "dpsgd", 2.93, "add_remove") == ("own_best", 4)  # the choice counts at both budgets
+    assert view_of("best", "mnist", "dirichlet_softmax", 1.0, "auto") == ("own_best", 7)
+    assert view_of("cpu", "mnist", "dpsgd", 1.0, "add_remove") == ("matched", 1)
+    assert view_of("no-such-preset", "mnist", "dpsgd", 1.0, "add_remove") == ("matched", 1)
     # explicit flags still win over a method's own setting
     flagged = build_config(method="dpsgd", dataset="mnist", preset="best", epsilon=2.93, seed=0,
                            overrides=Overrides(model="small_cnn", lr=0.1, epochs=2))

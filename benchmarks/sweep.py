@@ -201,18 +201,12 @@ def run_configuration(run: ResolvedRun, tracking_uri: str | None, experiment: st
     return RunSummary(r.config, "ran", dict(result.metrics), marked, **_shown(r))
 
 
-def run_label(c: RunConfig, variant: str = "", *, dataset: bool = False) -> str:
-    """How a line names one configuration: "METHOD [VARIANT] [DATASET] eps=1 seed=0" (eps=inf for the reference)."""
-    return (c.method + (f" [{variant}]" if variant else "") + (f" {c.dataset}" if dataset else "")
-            + f" eps={c.privacy.epsilon:g} seed={c.seed}")
-
-
 def finished_line(summary: RunSummary, k: int, n: int) -> str:
     """The line a sweep prints as each configuration comes back (with or without progress bars):
     "[3/12] ran METHOD [VARIANT] DATASET eps=1 seed=0: accuracy 0.9803 in 2.3 min"."""
     c, m = summary.config, summary.metrics
     status = {"skipped": "already finished", "elsewhere": "running elsewhere"}.get(summary.status, summary.status)
-    line = f"[{k}/{n}] {status} {run_label(c, summary.variant, dataset=True)}"
+    line = f"[{k}/{n}] {status} {c.label(summary.variant, dataset=True)}"
     if summary.error:
         return f"{line}: {summary.error}"
     acc, seconds = m.get(names.METRIC_FINAL_TEST_ACCURACY), m.get(names.METRIC_TOTAL_TRAIN_TIME)

@@ -43,7 +43,6 @@ def cmd_run(args: argparse.Namespace) -> int:
     outcome = run_sweep(runs, tracking_uri=args.tracking_uri, experiment=args.experiment, perf=perf,
                         executor=args.executor, executor_options=executor_options(args), nest=True,
                         log_model=args.log_model)
-    from inputdp.benchmarks.sweep import run_label
     from inputdp.benchmarks.tracking import default_tracking_uri, open_store, runs_view_url
 
     client, exp = open_store(args.tracking_uri, args.experiment, create=False)
@@ -58,7 +57,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         print(f"marked {outcome.marked_failed} unfinished run(s) FAILED: their process had died")
     if outcome.failed:
         for f in outcome.failed:
-            sys.stderr.write(f"bench: {run_label(f.config, f.variant)} failed: {f.error}\n")
+            sys.stderr.write(f"bench: {f.config.label(f.variant)} failed: {f.error}\n")
         if any(not f.error.startswith("diverged") for f in outcome.failed):  # a lost worker's run can be re-run
             sys.stderr.write(f"bench: {len(outcome.failed)} configuration(s) failed; re-run the same command to "
                              "finish them (FINISHED ones are skipped)\n")
@@ -90,8 +89,6 @@ def _print_ran(outcome, holdout: int | None, refuted: dict) -> None:
     epsilon spent and whether that epsilon is a guarantee of the model (yes, no, refuted by a stored audit), then a
     note for each row whose figures cannot be read as they stand: an evaluation on a handful of examples, or times
     taken while other work shared the cores."""
-    from inputdp.benchmarks.sweep import run_label
-
     if holdout:
         print(f"accuracy on {holdout} held-out training examples (--holdout), not on the test split")
     acc_label = "holdout_acc" if holdout else "test_acc"
@@ -109,7 +106,7 @@ def _print_ran(outcome, holdout: int | None, refuted: dict) -> None:
                      else r.guarantee or "none (reference)")
         print(f"{label:<32}{eps:>8}{c.seed:>6}{m.get(names.METRIC_FINAL_TEST_ACCURACY, math.nan):>12.4f}"
               f"{m.get(names.METRIC_MEDIAN_EPOCH_TIME, math.nan):>16.2f}{spent:>11}  {guarantee}")
-        where = run_label(c, r.variant)
+        where = c.label(r.variant)
         n_eval = m.get(names.METRIC_EVAL_EXAMPLES)
         if n_eval is not None and n_eval < FEW_EVAL_EXAMPLES:
             notes.append(f"{where}: evaluated on {int(n_eval)} example(s), so its accuracy says nothing; use a larger "

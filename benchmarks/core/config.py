@@ -168,6 +168,12 @@ class RunConfig:
         blob = json.dumps(self.identity(), sort_keys=True, default=str)
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
+    def label(self, variant: str = "", *, dataset: bool = False) -> str:
+        """How a line names this configuration: "METHOD [VARIANT] [DATASET] eps=1 seed=0" (eps=inf for the
+        reference)."""
+        return (self.method + (f" [{variant}]" if variant else "") + (f" {self.dataset}" if dataset else "")
+                + f" eps={self.privacy.epsilon:g} seed={self.seed}")
+
     def match_key(self) -> str:
         """Runs at the same (dataset and its content, epsilon, delta, q, T) are compared with each other."""
         p = self.privacy

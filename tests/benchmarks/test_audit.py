@@ -241,6 +241,7 @@ def test_a_zero_bound_reports_the_largest_ceiling_of_its_family():
     assert out.epsilon_lb == 0.0 and out.k == 33 and out.ceiling == pytest.approx(max(ceilings)) and out.ceiling > 2
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_an_audit_run_is_finished_only_with_its_bounds(tmp_path, monkeypatch):
     """While the canaries are scored the audit's run stays RUNNING; a process stopped then leaves it KILLED, which a
     resumed study audits again, never FINISHED without bounds (a study stopped during the scoring of an audit kept

@@ -161,6 +161,7 @@ def test_fdp_bound_on_the_eps_delta_curve_agrees_with_steinkes(m, r, v):
     assert abs(f - s) < 0.06
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_fdp_bounds_reject_the_true_mechanism_in_at_most_their_level_of_games():
     """mu-GDP canaries (score N(mu b, 1), k guessed each way) and pure-DP randomised response (each guess right
     with e^eps / (1 + e^eps)): at tau = 0.05 at most 5% of games may reject the true mechanism; of 200 games of

@@ -76,6 +76,7 @@ def test_every_flag_says_what_it_does_and_its_default():
                 assert "(default: " in HelpFormatter("x")._get_help_string(a), (name, a.option_strings)
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_a_run_without_a_preset_is_announced_with_its_time(tmp_path, capsys):
     """No --preset: the default (cpu) is named on stderr with its measured time per run and the sweep's estimate,
     after every check (a refusal stays one line: tests/benchmarks/test_hostile_input.py)."""

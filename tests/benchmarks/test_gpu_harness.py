@@ -259,6 +259,7 @@ def test_gpu_check_compiles_what_can_be_compiled(tmp_path):
     assert all("--compile is not allowed for dpsgd" in r["refused"] for r in rows if r["method"] == "dpsgd")
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_a_bf16_run_is_not_the_float32_run_of_its_configuration(tmp_path):
     from inputdp.benchmarks.sweep import expand, run_sweep
     from inputdp.reports.leaderboard import load_runs, tidy

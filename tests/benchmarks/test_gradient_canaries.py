@@ -207,6 +207,7 @@ def test_the_projected_number_of_canaries():
     assert result(35).canaries_needed() is None  # 87.5% right: e^2 / (1 + e^2) = 88.1% is out of reach at any m
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_the_verdict_reads_the_every_iterate_family_alone():
     """Each score is a family of its own (the grid x two analyses); the verdict is the every-iterate score's, so a
     last-iterate bound above the claim is a second reading, not a refutation (two 95% statements are not one)."""

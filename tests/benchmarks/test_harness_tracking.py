@@ -101,6 +101,7 @@ def test_a_finished_run_keeps_no_bookkeeping_tags_and_an_audit_is_named_so(tmp_p
     assert sum(not n.startswith(names.AUDIT_RUN_PREFIX) for n in names_seen) == 1
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_mlflow_shows_what_a_run_is_and_a_parent_spans_its_runs(tmp_path):
     """Each finished run has a description (method, budget, relation, guarantee, accuracy) and its resolved
     configuration as an artifact; a run marked FAILED never shares its name with the finished one of its

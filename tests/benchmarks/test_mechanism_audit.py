@@ -225,6 +225,7 @@ def test_each_implementation_at_its_noise_and_off_it(method, options, epsilon, t
         assert not r.refuted and not r.verdict.startswith("tight"), r.row()
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_dpsgd_with_a_clipping_bug_is_refuted(monkeypatch):
     """The audit reads the step's release itself: per-example gradients left unclipped (a bug the claim cannot
     see) move each canary's column by more than C, and the audit says so."""
@@ -271,6 +272,7 @@ def test_cli_refuses_bad_arguments_before_any_store(tmp_path, capsys):
         assert not store.exists()
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_cli_writes_the_table_and_the_leaderboard_says_tight(tmp_path, capsys):
     """A real store: one dpsgd smoke run and its mechanism audit at the same (epsilon, delta, q, T, relation); the
     leaderboard's verdict for the row is "tight to X at the mechanism", the halved run kept apart."""

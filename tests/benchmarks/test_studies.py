@@ -11,6 +11,7 @@ from inputdp.benchmarks.studies import STUDIES, audited, configurations, rounds
 from inputdp.methods import METHODS
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_the_published_studies_are_declared():
     cpu = configurations(STUDIES.get("mnist-cpu"), check_data=False)
     assert {r.config.method for r in cpu} == set(METHODS.names())  # every method, pate included
@@ -272,6 +273,7 @@ def test_gradient_canaries_that_break_delta_below_one_over_n_are_refused_before_
     assert not db.exists()
 
 
+@pytest.mark.slow  # over 3 s on a slow 2-core machine (2026-12-06)
 def test_a_study_audits_its_dpsgd_rows_with_gradient_canaries_and_no_other_row(tmp_path):
     """The gradient-canary plan applies to DP-SGD alone (Dirichlet's row is not audited by it), goes through the
     study's store under its audit key, and the stored audit names its relation and design."""

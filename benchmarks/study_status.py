@@ -136,8 +136,8 @@ def status(study, *, tracking_uri: str | None, perf: PerfFlags | None = None, da
 
 
 def _estimate(out: StudyStatus, missing: list, stored: list) -> None:
-    """Each missing item's minutes: the median of the store's finished runs of its kind (a method's training runs,
-    an audit kind's audits), else the preset's measured range (an audit counted as one training run of its row)."""
+    """Each missing item's minutes from the store's finished runs where it has any (``_stored_minutes``), else the
+    preset's measured range (an audit counted as one training run of its row)."""
     train = [r for r in stored if r.data.tags.get(names.TAG_KIND, "train") == "train"]
     audits = [r for r in stored if r.data.tags.get(names.TAG_KIND) == names.KIND_AUDIT]
     lo = hi = 0.0
@@ -149,10 +149,7 @@ def _estimate(out: StudyStatus, missing: list, stored: list) -> None:
             got = _minutes([s for s in stored if s.data.tags.get(names.TAG_KIND) == names.KIND_SPEED]) or SPEED_MINUTES
             lo, hi = lo + got, hi + got
             continue
-        same = ([a for a in audits if a.data.tags.get(names.TAG_CANARY_KIND) == canary] if kind == "audit" else
-                [t for t in train if t.data.tags.get(names.TAG_METHOD) == r.config.method
-                 and t.data.tags.get(names.TAG_VARIANT, "") == r.variant])
-        got = _minutes(same)
+        got = _stored_minutes(kind, r, canary, train, audits)
         if got is not None:
             lo, hi, from_store = lo + got, hi + got, from_store + 1
             continue
@@ -161,7 +158,27 @@ def _estimate(out: StudyStatus, missing: list, stored: list) -> None:
             lo, hi, from_preset = lo + preset.minutes_per_run[0], hi + preset.minutes_per_run[1], from_preset + 1
     out.minutes = (lo, hi)
     if from_store:
-        out.notes.append(f"{from_store} missing item(s) timed by the store's finished runs of the same kind")
+        out.notes.append(f"{from_store} missing item(s) timed by the store's finished runs (an audit: its kind's of "
+                         "the same row, else its row's training runs, else its kind's)")
     if from_preset:
         out.notes.append(f"{from_preset} by their preset's measured minutes per run (bench list; an audit counted as "
                          "one training run of its row)")
+
+
+def _stored_minutes(kind: str, r: ResolvedRun, canary: str, train: list, audits: list) -> float | None:
+    """A missing item's median minutes in the store: a training run by its method's and recipe's finished runs; an
+    audit by the audits of its kind of the same method and recipe, else by its row's training runs (an audit trains
+    a model at its row's recipe), else by every audit of its kind (methods' recipes differ by 50x: the last resort)."""
+
+    def same_row(runs: list) -> list:
+        return [t for t in runs if t.data.tags.get(names.TAG_METHOD) == r.config.method
+                and t.data.tags.get(names.TAG_VARIANT, "") == (r.variant or "")]
+
+    row_train = _minutes(same_row(train))
+    if kind != "audit":
+        return row_train
+    of_kind = [a for a in audits if a.data.tags.get(names.TAG_CANARY_KIND) == canary]
+    for got in (_minutes(same_row(of_kind)), row_train, _minutes(of_kind)):
+        if got is not None:
+            return got
+    return None

@@ -331,9 +331,42 @@ def test_status_matched_by_tags_finds_a_stored_run(tmp_path, monkeypatch, capsys
     assert any("matched by their tags" in n for n in st.notes)
     lo, hi = st.minutes
     preset_only = status(STUDIES.get("mnist-cpu"), tracking_uri=f"sqlite:///{tmp_path / 'none.db'}").minutes
-    # the other five add/remove dpsgd runs at the stored 3 minutes instead of the preset's 0.4 to 2.3 (the
-    # replace_input recipe's six are another recipe: still the preset's); one run fewer missing
-    assert lo == pytest.approx(preset_only[0] - 6 * 0.4 + 5 * 3) and hi == pytest.approx(preset_only[1] - 6 * 2.3 + 5 * 3)
+    # the other five add/remove dpsgd runs, and that row's audits (no audit is stored: an audit is timed by its row's
+    # training), at the stored 3 minutes instead of the preset's 0.4 to 2.3 (the replace_input recipe's six are another
+    # recipe: still the preset's); one run fewer missing
+    audits = sum(label.startswith("audit (") and " of dpsgd mnist " in label for label in st.missing)
+    assert audits == 8
+    assert lo == pytest.approx(preset_only[0] - (6 + audits) * 0.4 + (5 + audits) * 3)
+    assert hi == pytest.approx(preset_only[1] - (6 + audits) * 2.3 + (5 + audits) * 3)
+
+
+def test_status_times_a_missing_audit_by_its_row_before_its_kind(tmp_path):
+    """A missing audit is timed by the finished audits of its kind on the same row, else by its row's training runs
+    (an audit trains at its row's recipe), else by every audit of its kind; a training run only by its own row's."""
+    from inputdp.benchmarks.study_status import _stored_minutes
+    from inputdp.benchmarks.tracking import open_store
+    from inputdp.core import names
+
+    client, exp = open_store(f"sqlite:///{tmp_path / 'store.db'}", "mnist-cpu")
+
+    def finished(minutes: float, **tags):
+        run = client.create_run(exp, tags=tags)
+        client.set_terminated(run.info.run_id, "FINISHED", end_time=run.info.start_time + minutes * 60_000)
+        return client.get_run(run.info.run_id)
+
+    rows = configurations(STUDIES.get("mnist-cpu"), check_data=False)
+    dpsgd, dirichlet, gaussian = (next(r for r in rows if r.config.method == m and not r.variant)
+                                  for m in ("dpsgd", "dirichlet_softmax", "gaussian_penultimate"))
+    audit = {names.TAG_KIND: names.KIND_AUDIT, names.TAG_CANARY_KIND: "random_pattern"}
+    train = [finished(3, **{names.TAG_KIND: "train", names.TAG_METHOD: "dpsgd"})]
+    audits = [finished(10, **audit, **{names.TAG_METHOD: "dirichlet_softmax"})]
+    assert _stored_minutes("audit", dpsgd, "random_pattern", train, audits) == pytest.approx(3)  # its row's training
+    assert _stored_minutes("audit", dirichlet, "random_pattern", train, audits) == pytest.approx(10)
+    audits.append(finished(20, **audit, **{names.TAG_METHOD: "dpsgd"}))
+    assert _stored_minutes("audit", dpsgd, "random_pattern", train, audits) == pytest.approx(20)  # its kind's, its row
+    assert _stored_minutes("audit", gaussian, "random_pattern", train, audits) == pytest.approx(15)  # its kind's
+    assert _stored_minutes("audit", gaussian, "canary_inputs", train, audits) is None
+    assert _stored_minutes("training", gaussian, "", train, audits) is None
 
 
 def test_the_relations_study_puts_each_sound_method_under_each_relation_it_supports():

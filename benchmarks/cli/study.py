@@ -35,7 +35,8 @@ def cmd_study(args: argparse.Namespace) -> int:
         print(f"study {study.name}: {len(st.done)} done, {len(st.running)} running, {len(st.missing)} missing")
         if st.missing:
             lo, hi = st.minutes
-            print(f"estimated time for the missing work: about {_duration(lo)} to {_duration(hi)}")
+            span = _duration(lo) if _duration(lo) == _duration(hi) else f"{_duration(lo)} to {_duration(hi)}"
+            print(f"estimated time for the missing work: about {span}")
         for note in st.notes:
             print(f"  {note}")
         return 0

@@ -12,6 +12,7 @@ study run again starts nothing: every configuration and audit is found FINISHED 
 from __future__ import annotations
 
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -341,9 +342,10 @@ def _rounds(study: Study, runs: Sequence[ResolvedRun], total: SweepOutcome, extr
 
 def _audits(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
             parent: str) -> list[str]:
-    """Each audit of every private row the store lacks; their labels."""
-    done = []
-    for plan, r in [(plan, r) for plan in study.audits for r in audited(runs) if plan.applies(r)]:
+    """Each audit of every private row the store lacks; their labels. A line per finished audit: its place among the
+    study's, its verdict and its minutes."""
+    done, todo = [], [(plan, r) for plan in study.audits for r in audited(runs) if plan.applies(r)]
+    for i, (plan, r) in enumerate(todo, 1):
         r = plan.of(r)  # the row's configuration, its data fingerprint included, on the audit's model
         tracker = MLflowTracker(tracking_uri, study.name)
         key = audit_key(r, plan)
@@ -354,16 +356,19 @@ def _audits(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | No
         tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: r.config.match_key(),
                                    names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}",
                                    names.TAG_PARENT_RUN: parent})
+        start = time.monotonic()
         try:
             if plan.canary_kind == GRADIENT_CANARIES:
-                gradient_canary_audit(r, canaries=plan.canaries, perf=perf, tracker=tracker)
+                got = gradient_canary_audit(r, canaries=plan.canaries, perf=perf, tracker=tracker)
             else:
-                audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
-                      scores=resolve_scores("auto", plan.canary_kind, r.config.model), pattern_scale=plan.pattern_scale)
+                got = audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
+                            scores=resolve_scores("auto", plan.canary_kind, r.config.model),
+                            pattern_scale=plan.pattern_scale)
         finally:
             tracker.release()
         done.append(f"audit ({plan.label()}) of {_label(r)}")
-        print(f"finished {done[-1]}", file=sys.stderr, flush=True)
+        print(f"[{i}/{len(todo)}] finished {done[-1]}: {got.verdict()} in {(time.monotonic() - start) / 60:.1f} min",
+              file=sys.stderr, flush=True)
     return done
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import time
 
 import pytest
@@ -146,6 +147,9 @@ def test_a_study_runs_its_timed_work_and_its_audits_apart(tmp_path, capsys):
     out, err = capsys.readouterr()
     assert "ran 0, already finished 0" in out and "audits and speed measurements run 3" in out
     assert err.count("finished audit") == 3 and "] ran " not in err
+    # each audit's line: its place among the study's, its verdict (the four words) and its minutes
+    lines = re.findall(r"\[(\d)/3\] finished audit \(.+\) of .+: (refuted|not refuted|no power).* in \d+\.\d min", err)
+    assert [k for k, _ in lines] == ["1", "2", "3"]
     assert main(["study", "status", "smoke", *common]) == 0
     assert "8 done, 0 running, 0 missing" in capsys.readouterr().out
 

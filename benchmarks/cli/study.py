@@ -35,8 +35,8 @@ def cmd_study(args: argparse.Namespace) -> int:
         print(f"study {study.name}: {len(st.done)} done, {len(st.running)} running, {len(st.missing)} missing")
         if st.missing:
             lo, hi = st.minutes
-            span = _duration(lo) if _duration(lo) == _duration(hi) else f"{_duration(lo)} to {_duration(hi)}"
-            print(f"estimated time for the missing work: about {span}")
+            fewest, most = _duration(lo), _duration(hi)
+            print(f"estimated time for the missing work: about {fewest if fewest == most else f'{fewest} to {most}'}")
         for note in st.notes:
             print(f"  {note}")
         return 0

@@ -245,8 +245,9 @@ ANSWER_HEAD = ("**Which method, at what cost** (each method at its own best reci
                "per data set, relation and epsilon, the most accurate row whose claim is a guarantee for the released "
                "model that no audit refutes, the study it is from, its time as a multiple of non-private's whole run "
                "(measured in the study named beside it where the study shown did not time it), "
-               "its audits in four words (refuted; tight to X, at the mechanism; not refuted (ceiling X: the most its "
-               "tests with power could show); no power), and the next best other method")
+               "its audits in four words (refuted; tight to X, at the mechanism (measured in the study named beside it "
+               "where another); not refuted (ceiling X: the most its tests with power could show); no power), and the "
+               "next best other method")
 #: the audits cell of a row from a study rendered before its audits followed the claim's relation
 LEGACY_AUDITS = "older design, not read (re-run pending)"
 
@@ -254,9 +255,9 @@ LEGACY_AUDITS = "older design, not read (re-run pending)"
 def _own_best_boards(reports: Path) -> pd.DataFrame:
     """The own-best studies' leaderboards (every method at its own best recipe, the reference among them) as one,
     each row with its study; a configuration (method, model, (q, T), epsilon) in several studies once (the most
-    seeds, then a study whose audits follow the claim's relation, then the first study), its time taken from a
-    study that timed it where the one shown did not (``time_from``); another recipe of the same method is another
-    row."""
+    seeds, then a study whose audits follow the claim's relation, then the first study), its time and its mechanism
+    audit taken from a study that measured them where the one shown did not (``time_from``, ``mechanism_from``: the
+    same configuration has the same claim and the same release); another recipe of the same method is another row."""
     boards = []
     for folder in sorted(p for p in reports.iterdir() if (p / "leaderboard.csv").exists()):
         board = pd.read_csv(folder / "leaderboard.csv")
@@ -267,17 +268,31 @@ def _own_best_boards(reports: Path) -> pd.DataFrame:
         return pd.DataFrame()
     both = pd.concat(boards, ignore_index=True).sort_values(["seeds", "legacy", "study"], ascending=[False, True, True],
                                                             kind="stable")
+    if "mechanism audit" not in both.columns:
+        both["mechanism audit"] = ""
+    both["mechanism audit"] = both["mechanism audit"].fillna("").astype(str)
     config = ["dataset", "method", "model", "q", "T", "epsilon"]
-    timed = both[both["time_ratio_to_nonprivate"].notna()].drop_duplicates(config).set_index(config)
     shown = both.drop_duplicates(config).reset_index(drop=True)
-    shown["time_from"] = shown["study"]
-    for i, r in shown[shown["time_ratio_to_nonprivate"].isna()].iterrows():
-        key = tuple(r[c] for c in config)
-        if key in timed.index:  # the same configuration's runs, timed in another study
-            other = timed.loc[key]
-            shown.loc[i, ["time_ratio_to_nonprivate", "speed_source", "time_from"]] = (
-                other["time_ratio_to_nonprivate"], other["speed_source"], other["study"])
+    _borrow(shown, both, config, lambda b: b["time_ratio_to_nonprivate"].notna(),
+            ["time_ratio_to_nonprivate", "speed_source"], "time_from")
+    _borrow(shown, both, config, lambda b: b["mechanism audit"].str.contains(" at the mechanism"),
+            ["mechanism audit"], "mechanism_from")
+    # a refutation at the mechanism measured in another study refutes the shown row's claim too
+    refuted = (shown["mechanism_from"] != shown["study"]) & shown["mechanism audit"].str.startswith("refuted")
+    shown.loc[refuted, "verdict"] = "refuted at the mechanism (in " + shown.loc[refuted, "mechanism_from"] + ")"
     return shown
+
+
+def _borrow(shown: pd.DataFrame, both: pd.DataFrame, config: list[str], has, columns: list[str], source: str) -> None:
+    """Where a shown row lacks what ``has`` selects, take ``columns`` from the same configuration in the first other
+    study that has it, and name the study each row's ``columns`` come from in ``source``."""
+    donors = both[has(both)].drop_duplicates(config).set_index(config)
+    shown[source] = shown["study"]
+    for i, r in shown[~has(shown)].iterrows():
+        key = tuple(r[c] for c in config)
+        if key in donors.index:  # the same configuration's runs, measured in another study
+            other = donors.loc[key]
+            shown.loc[i, [*columns, source]] = (*(other[c] for c in columns), other["study"])
 
 
 def answer_block(reports: Path = ROOT) -> list[str]:
@@ -288,13 +303,16 @@ def answer_block(reports: Path = ROOT) -> list[str]:
     answer = answer_table(board)
     study = {}  # the study of the most accurate row of each (data set, method, model, epsilon): the one the answer shows
     for r in board.sort_values("acc_mean", ascending=False).itertuples():
-        study.setdefault((r.dataset, str(r.method), str(r.model), float(r.epsilon)), (r.study, r.time_from))
+        study.setdefault((r.dataset, str(r.method), str(r.model), float(r.epsilon)),
+                         (r.study, r.time_from, r.mechanism_from))
     rows = []
     for a in answer.to_dict("records"):
         method, model = a["best sound method"], a["model"]
-        where, time_from = study.get((a["dataset"], method, model, float(a["epsilon"])), ("", ""))
+        where, time_from, mechanism_from = study.get((a["dataset"], method, model, float(a["epsilon"])), ("", "", ""))
         # a study rendered before its audits followed the claim's relation: its bounds test another statement
         audits = a["audits"] if not where or _designs_logged(reports / where) else LEGACY_AUDITS
+        if mechanism_from != where:  # the mechanism audit of the same configuration, measured in another study
+            audits = audits.replace(" at the mechanism", f" at the mechanism ({mechanism_from})", 1)
         time = a["time (x non-private)"].replace(" whole run", "")
         time += f" ({time_from})" if time and time_from != where else ""
         rows.append(f"| {a['dataset']} | {a['relation']} | {a['epsilon']} | {method}{f' ({model})' if model else ''} | "

@@ -765,6 +765,40 @@ def test_the_readme_answer_does_not_read_a_study_s_audits_of_an_older_design(tmp
     assert "| a-old |" in line and "| not refuted (ceiling 8.87) under add_remove |" in line
 
 
+def test_the_answer_takes_a_configuration_s_mechanism_audit_from_the_study_that_measured_it(tmp_path):
+    """The row shown comes from one study (a-study wins the tie) and its mechanism audit from another holding the
+    same configuration (same claim, same release), named beside it; a configuration of another (q, T) borrows
+    nothing; a refutation at the mechanism measured elsewhere makes the shown row unsound."""
+    from inputdp.reports.summary import answer_block
+
+    def board(study: str, mechanism: str, q: float = 0.01, acc: float = 0.98) -> None:  # reference, DP-SGD, DP LS
+        folder = tmp_path / study
+        folder.mkdir(exist_ok=True)
+        common = {"dataset": "mnist", "preset": "best", "model": "m", "q": q, "T": 10, "delta": 1e-5, "seeds": 3,
+                  "view": "own_best", "acc_std": 0.001, "guarantee": "true", "time_ratio_to_nonprivate": math.nan,
+                  "speed_source": "", "mechanism": "subsampled_gaussian", "relation_key": "add_remove",
+                  "adjacency": "add/remove one example", "mechanism audit": ""}
+        audited = {"white_box_audits": 1, "white_box_lb": 0.1, "white_box_ceiling": 8.87,
+                   "verdict": "not refuted (ceiling 8.87) under add_remove"}
+        rows = [{**common, "method": "nonprivate", "epsilon": math.inf, "acc_mean": 0.99},
+                {**common, **audited, "method": "dpsgd", "epsilon": 1.0, "acc_mean": acc, "mechanism audit": mechanism},
+                {**common, **audited, "method": "dp_least_squares", "epsilon": 1.0, "acc_mean": 0.96}]
+        pd.DataFrame(rows).to_csv(folder / "leaderboard.csv", index=False)
+
+    def line() -> str:
+        return next(x for x in answer_block(tmp_path) if x.startswith("| mnist | add/remove"))
+
+    board("a-study", "")
+    assert "at the mechanism" not in line()
+    board("b-study", "tight to 0.97 at the mechanism (one step (grad_sample_mode=hooks))", q=0.02, acc=0.97)
+    assert "| a-study |" in line() and "at the mechanism" not in line()  # another (q, T): another release
+    board("b-study", "tight to 0.97 at the mechanism (one step (grad_sample_mode=hooks))")
+    assert "| dpsgd (m) |" in line() and "| a-study |" in line()
+    assert "| tight to 0.97 at the mechanism (b-study); not refuted (ceiling 8.87) under add_remove |" in line()
+    board("b-study", "refuted at the mechanism (one step (grad_sample_mode=hooks))")
+    assert "| dp_least_squares (m) |" in line()  # DP-SGD's claim is refuted, in either study
+
+
 def test_a_recipe_of_the_preset_s_own_at_an_epsilon_keeps_its_row_and_another_norm_gets_its_own():
     """A preset's recipe from an epsilon up (Fashion-MNIST's DP-SGD: lr 16 from 2.93, under add/remove and zero-out)
     is the preset's own there: no suffix, so the eps 1 and 2.93 runs share one row; a run with the same lr at 2.93 as

@@ -766,37 +766,45 @@ def test_the_readme_answer_does_not_read_a_study_s_audits_of_an_older_design(tmp
 
 
 def test_the_answer_takes_a_configuration_s_mechanism_audit_from_the_study_that_measured_it(tmp_path):
-    """The row shown comes from one study (a-study wins the tie) and its mechanism audit from another holding the
-    same configuration (same claim, same release), named beside it; a configuration of another (q, T) borrows
-    nothing; a refutation at the mechanism measured elsewhere makes the shown row unsound."""
+    """The row shown comes from one study (a-study wins the tie) and its mechanism audit from another holding the same
+    release (configuration, delta, relation, mechanism, accountant), named beside it; another (q, T) or another
+    relation borrows nothing; a refutation at the mechanism measured in any study, even one ranked after a study with
+    a tight audit of its own, makes the shown row unsound."""
     from inputdp.reports.summary import answer_block
 
-    def board(study: str, mechanism: str, q: float = 0.01, acc: float = 0.98) -> None:  # reference, DP-SGD, DP LS
-        folder = tmp_path / study
+    def board(study: str, mechanism: str, q: float = 0.01, acc: float = 0.98, relation: str = "add_remove") -> None:
+        folder = tmp_path / study  # the reference, DP-SGD and DP least squares
         folder.mkdir(exist_ok=True)
         common = {"dataset": "mnist", "preset": "best", "model": "m", "q": q, "T": 10, "delta": 1e-5, "seeds": 3,
                   "view": "own_best", "acc_std": 0.001, "guarantee": "true", "time_ratio_to_nonprivate": math.nan,
                   "speed_source": "", "mechanism": "subsampled_gaussian", "relation_key": "add_remove",
-                  "adjacency": "add/remove one example", "mechanism audit": ""}
+                  "adjacency": "add/remove one example", "mechanism audit": "", "accountant": "pld"}
         audited = {"white_box_audits": 1, "white_box_lb": 0.1, "white_box_ceiling": 8.87,
                    "verdict": "not refuted (ceiling 8.87) under add_remove"}
         rows = [{**common, "method": "nonprivate", "epsilon": math.inf, "acc_mean": 0.99},
-                {**common, **audited, "method": "dpsgd", "epsilon": 1.0, "acc_mean": acc, "mechanism audit": mechanism},
+                {**common, **audited, "method": "dpsgd", "epsilon": 1.0, "acc_mean": acc, "mechanism audit": mechanism,
+                 "relation_key": relation},
                 {**common, **audited, "method": "dp_least_squares", "epsilon": 1.0, "acc_mean": 0.96}]
         pd.DataFrame(rows).to_csv(folder / "leaderboard.csv", index=False)
 
     def line() -> str:
         return next(x for x in answer_block(tmp_path) if x.startswith("| mnist | add/remove"))
 
+    tight = "tight to 0.97 at the mechanism (one step (grad_sample_mode=hooks))"
     board("a-study", "")
     assert "at the mechanism" not in line()
-    board("b-study", "tight to 0.97 at the mechanism (one step (grad_sample_mode=hooks))", q=0.02, acc=0.97)
+    board("b-study", tight, q=0.02, acc=0.97)
     assert "| a-study |" in line() and "at the mechanism" not in line()  # another (q, T): another release
-    board("b-study", "tight to 0.97 at the mechanism (one step (grad_sample_mode=hooks))")
+    board("b-study", tight, relation="zero_out")
+    assert "at the mechanism" not in line()  # another relation's claim: its audit is not this row's
+    board("b-study", tight)
     assert "| dpsgd (m) |" in line() and "| a-study |" in line()
-    assert "| tight to 0.97 at the mechanism (b-study); not refuted (ceiling 8.87) under add_remove |" in line()
-    board("b-study", "refuted at the mechanism (one step (grad_sample_mode=hooks))")
-    assert "| dp_least_squares (m) |" in line()  # DP-SGD's claim is refuted, in either study
+    assert "| tight to 0.97 at the mechanism (in b-study); not refuted (ceiling 8.87) under add_remove |" in line()
+    board("b-study", "not tight at the mechanism (0.81 of the claim)")
+    assert "| not tight at the mechanism (0.81 of the claim; in b-study); not refuted" in line()
+    board("a-study", tight)  # the shown row's own audit ...
+    board("c-study", "refuted at the mechanism (one step (grad_sample_mode=hooks))")  # ... and a refutation elsewhere
+    assert "| dp_least_squares (m) |" in line()  # DP-SGD's claim is refuted, in whichever study
 
 
 def test_a_recipe_of_the_preset_s_own_at_an_epsilon_keeps_its_row_and_another_norm_gets_its_own():

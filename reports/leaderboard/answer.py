@@ -116,11 +116,13 @@ def _base(method) -> str:
     return str(method).split(" [", 1)[0]
 
 
-def answer_table(board: pd.DataFrame) -> pd.DataFrame:
+def answer_table(board: pd.DataFrame, carry: tuple[str, ...] = ()) -> pd.DataFrame:
     """One row per (data set, relation, epsilon) that some private row claims: the best sound row, or "no sound
-    row" where every row of it is refuted or no guarantee."""
+    row" where every row of it is refuted or no guarantee; ``carry`` names board columns copied from the chosen row
+    (the summary's study of each row)."""
+    columns = [*ANSWER_COLUMNS, *carry]
     if board.empty:
-        return pd.DataFrame(columns=ANSWER_COLUMNS)
+        return pd.DataFrame(columns=columns)
     private = board[[math.isfinite(float(e)) for e in board["epsilon"]]]
     reference = board[[not math.isfinite(float(e)) for e in board["epsilon"]]]
     rows = []
@@ -141,7 +143,8 @@ def answer_table(board: pd.DataFrame) -> pd.DataFrame:
                "non-private accuracy %": f"{100 * ref['acc_mean'].max():.2f}" if not ref.empty else ""}
         if not sound:
             row.update({"best sound method": "no sound row (every row refuted or no guarantee)", "model": "",
-                        "accuracy % (n)": "", "time (x non-private)": "", "audits": "", "next best": ""})
+                        "accuracy % (n)": "", "time (x non-private)": "", "audits": "", "next best": "",
+                        **dict.fromkeys(carry, "")})
         else:
             best = sound[0]
             # the next best is another method: a variant of the same one under a relation whose pair is the same
@@ -150,9 +153,10 @@ def answer_table(board: pd.DataFrame) -> pd.DataFrame:
             row.update({"best sound method": str(best["method"]), "model": str(best["model"]),
                         "accuracy % (n)": _accuracy(best), "time (x non-private)": time_cell(best),
                         "audits": audit_cell(best),
-                        "next best": "" if nxt is None else f"{nxt['method']} ({nxt['model']}) {100 * nxt['acc_mean']:.2f}"})
+                        "next best": "" if nxt is None else f"{nxt['method']} ({nxt['model']}) {100 * nxt['acc_mean']:.2f}",
+                        **{c: best.get(c, "") for c in carry}})
         rows.append(row)
-    return pd.DataFrame(rows, columns=ANSWER_COLUMNS)
+    return pd.DataFrame(rows, columns=columns)
 
 
 def answer_legend(answer: pd.DataFrame) -> str:

@@ -7,7 +7,6 @@ README.md`` rewrites both; tests/reports/test_reports.py fails when either diffe
 from __future__ import annotations
 
 import math
-import re
 import sys
 from pathlib import Path
 
@@ -309,29 +308,18 @@ def _borrow(shown: pd.DataFrame, donors: pd.DataFrame, key: list[str], columns: 
             shown.loc[i, [*columns, source]] = (*(other[c] for c in columns), other["study"])
 
 
-def _name_mechanism_study(audits: str, study: str) -> str:
-    """"tight to 0.97 at the mechanism (in relations)", "not tight at the mechanism (0.81 of the claim; in relations)"."""
-    found = re.search(r" at the mechanism(?: \(([0-9.]+ of the claim)\))?", audits)
-    if not found:
-        return audits
-    inside = f"{found[1]}; in {study}" if found[1] else f"in {study}"
-    return f"{audits[:found.start()]} at the mechanism ({inside}){audits[found.end():]}"
-
-
 def answer_block(reports: Path = ROOT) -> list[str]:
     """The answer across the own-best studies: one row per (data set, relation, epsilon)."""
     board = _own_best_boards(reports)
     if board.empty:
         return []
-    answer = answer_table(board, carry=("study", "time_from", "mechanism_from"))  # each row with its chosen row's study
+    answer = answer_table(board, carry=("study", "time_from"))  # each row with its chosen row's study
     rows = []
     for a in answer.to_dict("records"):
         method, model = a["best sound method"], a["model"]
-        where, time_from, mechanism_from = a["study"], a["time_from"], a["mechanism_from"]
+        where, time_from = a["study"], a["time_from"]
         # a study rendered before its audits followed the claim's relation: its bounds test another statement
         audits = a["audits"] if not where or _designs_logged(reports / where) else LEGACY_AUDITS
-        if mechanism_from != where:  # the mechanism audit of the same release, measured in another study
-            audits = _name_mechanism_study(audits, mechanism_from)
         time = a["time (x non-private)"].replace(" whole run", "")
         time += f" ({time_from})" if time and time_from != where else ""
         rows.append(f"| {a['dataset']} | {a['relation']} | {a['epsilon']} | {method}{f' ({model})' if model else ''} | "

@@ -92,7 +92,11 @@ def audit_cell(row) -> str:
     found = _MECHANISM_WORDS.match(str(row.get("mechanism audit", "") or ""))
     if found and found[1] == "refuted":
         return "refuted at the mechanism"
-    parts = [f"{found[1]} at the mechanism" + (f" ({found[2]} of the claim)" if found[2] else "")] if found else []
+    notes = [f"{found[2]} of the claim"] if found and found[2] else []
+    measured_in = str(row.get("mechanism_from", "") or "")  # the summary's: another study's audit of the same release
+    if measured_in and measured_in != str(row.get("study", "") or ""):
+        notes.append(f"in {measured_in}")
+    parts = [f"{found[1]} at the mechanism" + (f" ({'; '.join(notes)})" if notes else "")] if found else []
     audits = sum(0 if math.isnan(n) else int(n) for n in (_number(row, f"{t}_audits") for t in threats))
     ceiling = max((x for x in (_number(row, f"{t}_ceiling") for t in threats) if not math.isnan(x)), default=0.0)
     if not audits:

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 from torch import nn
 
 from inputdp.core.errors import ConfigError
 from inputdp.methods.fast_clipping import BookKeeping
+
+from .claimed_curve import RATES, choose_rates
 
 #: a canary's gradient before clipping, in units of C: above 1, so the method's clipping (not this module) makes it C
 RAW_NORM = 2.0
@@ -136,3 +139,38 @@ def step_log_likelihood_ratio(z: torch.Tensor, *, q: float, sigma: float, replac
     if replaced:
         out = out - torch.logaddexp(torch.full_like(z, l1q), lq + (-2.0 * z - 1.0) / v)
     return out
+
+
+def simulate_scores(*, sampling_rate: float, steps: int, sigma: float, score_sigma: float, sign: float, trials: int,
+                    seed: int, replaced: bool) -> np.ndarray:
+    """The likelihood-ratio scores of ``trials`` canaries of the ideal game, the mechanism alone: each step
+    z_t = sign b_t + N(0, sigma^2), b_t ~ Bernoulli(q) (sign +1 an included canary, 0 an absent or null one, -1 a
+    replaced one), scored by :func:`step_log_likelihood_ratio` at ``score_sigma``. What the audit's thresholds are
+    chosen on (at the claim's sigma, a seed of its own: no data) and what the simulations of the test play."""
+    generator = torch.Generator().manual_seed(int(seed))
+    llr = torch.zeros(trials, dtype=torch.float64)
+    for _ in range(int(steps)):
+        b = torch.rand(trials, generator=generator, dtype=torch.float64) < sampling_rate
+        z = torch.randn(trials, generator=generator, dtype=torch.float64) * sigma + sign * b
+        llr += step_log_likelihood_ratio(z, q=sampling_rate, sigma=score_sigma, replaced=replaced)
+    return llr.numpy()
+
+
+#: the claimed game's simulated trials a world, and the simulation's seed (no run's: the thresholds depend on the
+#: claim alone)
+SIMULATED_TRIALS = 20_000
+THRESHOLD_SEED = 2_026_120_7
+
+
+def rates_for(family, *, sampling_rate: float, steps: int, sigma: float, in_trials: int, out_trials: int,
+              replaced: bool, count: int | None = None) -> tuple[float, ...]:
+    """The claimed-curve test's false-positive rates (each fixes its threshold's rank among the excluded canaries'
+    likelihood-ratio scores), fixed before the run from the claimed mechanism alone: its ideal game simulated at the
+    claim's sigma (``THRESHOLD_SEED``), the rate at which that game's own test would certify the most at these numbers
+    of trials (claimed_curve.choose_rates)."""
+    common = {"sampling_rate": sampling_rate, "steps": steps, "sigma": sigma, "score_sigma": sigma,
+              "trials": SIMULATED_TRIALS, "replaced": replaced}
+    sim_in = simulate_scores(**common, sign=1.0, seed=THRESHOLD_SEED)
+    sim_out = simulate_scores(**common, sign=-1.0 if replaced else 0.0, seed=THRESHOLD_SEED + 1)
+    return choose_rates(sim_in, sim_out, in_trials=in_trials, out_trials=out_trials, family=family,
+                        count=RATES if count is None else count)

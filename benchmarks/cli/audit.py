@@ -102,6 +102,7 @@ def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
     """``bench audit --canary-kind gradient_canaries``: DP-SGD white-box, m gradient canaries through its whole
     training (benchmarks/audits/gradient_canaries.py); every argument checked before the calibration and the store."""
     from inputdp.benchmarks.audits.gradient_canaries import check_canary_rows, check_gradient_canaries, gradient_canary_audit
+    from inputdp.benchmarks.audits.gradient_canary_reading import text_report
     from inputdp.benchmarks.resolve import check_feasible
     from inputdp.benchmarks.tracking import MLflowTracker
     from inputdp.core import names
@@ -127,17 +128,7 @@ def _gradient_canary_audit(args: argparse.Namespace, config) -> int:
     if args.json:
         print(json.dumps(out.as_json()))
         return 0
-    broken = f", noise {noise_scale:g} x calibrated (deliberately broken)" if out.broken else ""
-    print(f"{out.method} on {args.dataset} ({args.preset}), claimed epsilon {out.epsilon_claimed:g} under {out.relation} "
-          f"(sigma {out.noise_multiplier_claimed:.4f}; used {out.noise_multiplier_used:.4f}{broken}), {m} gradient "
-          f"canaries ({out.design} design), {out.steps} steps, test accuracy {out.test_accuracy:.4f}")
-    print(f"family: each score its own, {out.tests} tests at level 0.05/{out.tests} each (k grid x Steinke and f-DP); "
-          "the verdict reads likelihood_ratio (every iterate), last_iterate is a second reading")
-    print(f"{'score':<18}{'steinke':>9}{'f-DP':>8}{'ceiling':>9}{'k':>7}{'correct':>14}")
-    for o in out.outcomes:
-        print(f"{o.score:<18}{o.epsilon_lb:>9.3f}{o.fdp_epsilon_lb:>8.3f}{o.ceiling:>9.3f}{o.k:>7}{o.correct:>7}/{o.guesses}")
-    needed = "" if out.epsilon_lb > out.epsilon_claimed else f"; m needed (projected): {out.canaries_needed()}"
-    print(f"epsilon_lb {out.epsilon_lb:.3f} against the claim {out.epsilon_claimed:g}: {out.verdict()}{needed}")
+    print("\n".join(text_report(out, f"{args.dataset} ({args.preset})")))
     return 0
 
 

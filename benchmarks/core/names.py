@@ -176,6 +176,9 @@ METRIC_THREAT_CEILING = "epsilon_lb_ceiling.{}"  # .format(threat): and its ceil
 METRIC_THREAT_FDP_BOUND = "epsilon_lb_fdp.{}"
 METRIC_THREAT_FDP_CEILING = "epsilon_lb_fdp_ceiling.{}"
 METRIC_THREAT_GDP_MU = "mu_lb_gdp.{}"
+#: .format(figure): the claimed-curve test's figures (benchmarks/audits/claimed_curve.py): its thresholds, counts and
+#: p-values per threshold (``threshold.0``, ``p_value.0``, ...) and the least noise scale it excludes
+METRIC_CURVE = "claimed_curve.{}"
 #: .format(threat): 1 where at least one of the threat model's tests had power (its guesses could depend on the run),
 #: 0 where none had: a test whose every guess is on one side ("in" for all) counts the inclusion coins, whatever the
 #: mechanism, and its ceiling cannot be reached (THEORY.md, "Auditing")

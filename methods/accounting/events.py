@@ -23,6 +23,7 @@ from inputdp.core.errors import ConfigError
 
 from .one_release import gaussian_release_delta
 from .pld import VALUE_INTERVAL, _neighbouring
+from .trade_off import TradeOffCurve, gaussian_curve, profile_curve
 
 #: the privacy-loss grid of :func:`allowed_noise` where the event is not Gaussians alone (a search on a grid ten
 #: times coarser brackets it first)
@@ -39,11 +40,39 @@ class Release:
     def epsilon(self, delta: float, *, interval: float = VALUE_INTERVAL) -> float:
         """Epsilon at ``delta`` from dp_accounting's PLD accountant (pessimistic, connect-the-dots) composing the
         event under the relation."""
-        from dp_accounting.pld import pld_privacy_accountant
 
-        accountant = pld_privacy_accountant.PLDAccountant(neighboring_relation=_neighbouring(self.relation),
-                                                          value_discretization_interval=interval)
-        return float(accountant.compose(self.event).get_epsilon(delta))
+        return float(self._pld(interval).get_epsilon_for_delta(delta))
+
+    def trade_off(self, *, interval: float = VALUE_INTERVAL) -> TradeOffCurve:
+        """The claimed trade-off curve of the release (methods/accounting/trade_off.py): exact mu-GDP where the event
+        is unsampled Gaussians read under add/remove (their exact composition), else from dp_accounting's
+        pessimistic PLD's privacy profile (both directions), read on ``trade_off.EPSILON_GRID``: at or below the
+        exact curve, never above."""
+        gaussians = _gaussians(self.event) if self.relation in (ADD_REMOVE, ZERO_OUT) else None
+        if gaussians is not None:
+            return gaussian_curve(math.sqrt(sum(n / s**2 for s, n in gaussians)),
+                                  "exact composition of Gaussians (Dong, Roth & Su 2022)")
+        pld = self._pld(interval)
+        return profile_curve(pld.get_delta_for_epsilon,
+                             f"dp_accounting PLD (pessimistic, grid {interval:g}, {self.relation})")
+
+    def _pld(self, interval: float):
+        """dp_accounting's pessimistic PLD of the event under the relation, composed once per (event, relation,
+        grid): a release's epsilon and its curve read the same one."""
+        key = (repr(self.event), self.relation, interval)
+        if key not in _PLDS:
+            from dp_accounting.pld import pld_privacy_accountant
+
+            accountant = pld_privacy_accountant.PLDAccountant(neighboring_relation=_neighbouring(self.relation),
+                                                              value_discretization_interval=interval)
+            if len(_PLDS) >= 64:
+                _PLDS.pop(next(iter(_PLDS)))
+            _PLDS[key] = accountant.compose(self.event)._pld  # the composed distribution (no getter in the library)
+        return _PLDS[key]
+
+
+#: the last composed PLDs, by (repr of the event, relation, grid): events hold lists, so they are keyed by their repr
+_PLDS: dict[tuple[str, str, float], object] = {}
 
 
 def subsampled_gaussian_steps(*, sigma: float, sampling_rate: float, steps: int,

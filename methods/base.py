@@ -1,9 +1,11 @@
 """The one small interface every privacy method fills in (AlgoPerf-style: the harness owns the rest).
 
 A method
-- computes the noise for the matched :class:`~inputdp.core.config.PrivacySpec` (``noise_for``, a pure
-  function; the base class's ``calibrate`` remembers the result, so calling it twice changes nothing),
-- states its :class:`PrivacyClaim` (the mechanism and its *scope*: what exactly the guarantee covers),
+- says what its training releases, but the noise (``release_family(spec)``: a value of accounting/releases.py), and
+  in a few words what its claim is about (``claim_text()``); the accountant its options name
+  (accounting/accountants.py) computes everything else from that one value: the calibration (the least noise meeting
+  the matched :class:`~inputdp.core.config.PrivacySpec`), the epsilon and its ledger after k steps, the claimed
+  trade-off curve, whether it is a guarantee. A method never computes its own epsilon;
 - trains, one Poisson batch at a time (``train_step``), or in its own loop (``fit``, given a :class:`FitContext`)
   when its shape differs,
 - declares what the harness must know of it in one record (:class:`Capabilities`: ``private``, ``own_loop``,
@@ -27,11 +29,14 @@ import torch.nn.functional as F
 from torch import nn
 
 from inputdp.core.capabilities import Capabilities
-from inputdp.core.claims import Calibration, PrivacyClaim
+from inputdp.core.claims import RELATION_TEXT, RELATION_VALUES, Calibration, PrivacyClaim
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
-from .accounting.calibration import InfeasibleTarget
+from .accounting import accountants
+from .accounting.per_example import NoFiniteEpsilon
+from .accounting.releases import PerExampleVectors
+from .input_private_claims import vectors_and_paper, vectors_details
 
 if TYPE_CHECKING:
     from inputdp.datasets import TensorData
@@ -67,6 +72,29 @@ class ReleaseTrials:
     event_relation: str = "add_remove"
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClaimText:
+    """What a claim is about, in the method's words: the mechanism's name, the scope (which released values the
+    guarantee covers, and what it does not), the claim's parameters beside its noise, where the noise comes from
+    (methods/noise.py), and, where the relation's own words do not say it, what it protects and the relation's text
+    (PATE's: either relation moves one teacher's vote)."""
+
+    mechanism: str
+    scope: str
+    parameters: Mapping[str, Any] = field(default_factory=dict)
+    noise: str = ""
+    protects: str = ""
+    adjacency: str = ""
+    relation: str = ""
+    needs_public_data: bool = False
+
+
+#: the accountant a release family is read by when the method names none (option ``accountant``)
+DEFAULT_ACCOUNTANTS = {"GaussianSteps": "pld", "GaussianReleases": "analytic_gaussian",
+                       "PateQueries": "gnmax_data_independent_rdp", "PerExampleVectors": "per_example",
+                       "NonPrivate": "none"}
+#: a spec for asking a method which family it releases (its type does not depend on the budget)
+_ANY_SPEC = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=1)
 @dataclass
 class FitOutput:
     """What an own-loop method hands back: the model, the held-out data it must be evaluated on, and how many of
@@ -143,41 +171,76 @@ class Method(ABC):
         method.spec, method.calibration = spec, calibration
         return method
 
-    # --- privacy -------------------------------------------------------------------------------------------
+    # --- privacy: one release, everything else computed from it ---------------------------------------------------
+    @abstractmethod
+    def release_family(self, spec: PrivacySpec):
+        """What the training releases at ``spec``'s (q, T), but its noise (accounting/releases.py): a pure function
+        of the options."""
+
+    @abstractmethod
+    def claim_text(self) -> ClaimText:
+        """What the claim is about, in words and parameters (after :meth:`calibrate`)."""
+
+    @property
+    def accountant(self) -> accountants.Accountant:
+        """The accountant the options name (``accountant``), else the release's own."""
+        name = self.options.get("accountant") or DEFAULT_ACCOUNTANTS[type(self.release_family(_ANY_SPEC)).__name__]
+        return accountants.accountant(name)
+
     def calibrate(self, spec: PrivacySpec) -> Calibration:
         """Choose the noise for ``spec`` and remember it (with the spec); returns the calibration.
 
-        The search itself is :meth:`noise_for`, which must not change the method: calibrating twice, or for
-        another spec, gives what one call on a fresh instance gives. The one path every calibration takes (a run's
-        resolution, ``bench calibrate``, the audits); a method given a calibration found elsewhere is made by
-        :meth:`calibrated`.
-        """
+        The one path every calibration takes (a run's resolution, ``bench calibrate``, the audits): the accountant's
+        least noise of the method's release family; calibrating twice, or for another spec, gives what one call on a
+        fresh instance gives. A method given a calibration found elsewhere is made by :meth:`calibrated`."""
         t0 = time.perf_counter()
+        family = self.release_family(spec)
         try:
-            found = self.noise_for(spec)
-        except InfeasibleTarget as err:  # a target no noise meets: one line, whichever method forgot to say so
+            found = accountants.calibrate(family, self.accountant, spec, self.name)
+            if isinstance(family, PerExampleVectors):  # the two numbers beside a per-example claim, in its details
+                paper = "" if accountants.sound(self.accountant, family) else self.accountant.name
+                found = replace(found, details={**found.details, **vectors_details(family, found.release_noise,
+                                                                                    spec.delta, paper)})
+        except NoFiniteEpsilon as err:
             raise ConfigError(f"{self.name}: {err}") from None
         calibration = replace(found, seconds=time.perf_counter() - t0)
         self.spec, self.calibration = spec, calibration
         return calibration
 
-    @abstractmethod
-    def noise_for(self, spec: PrivacySpec) -> Calibration:
-        """The noise parameter(s) that meet ``spec`` and the epsilon they reach; a pure function of the options."""
+    def noise(self) -> float:
+        """The calibrated noise of the release family (its ``noise_name``'s value; PATE's common scale)."""
+        _, cal = self._need_calibration()
+        return float(cal.release_noise)
 
     def release(self):
-        """What the calibrated training releases, as a value dp_accounting composes (``accounting.events.Release``:
-        an event and the relation it is read under), or None where no event of the library describes it (the
-        per-example releases, PATE's votes): then the method's own accountant is the only account of its claim."""
-        return None
+        """What the calibrated training releases as a dp_accounting event (``accounting.events.Release``), or None
+        where no event of the library describes it (the per-example vectors)."""
+        spec, _ = self._need_calibration()
+        return self.release_family(spec).at(self.noise())
 
-    @abstractmethod
-    def claim(self) -> PrivacyClaim:
-        """The guarantee of the calibrated method (after :meth:`calibrate`)."""
-
-    @abstractmethod
     def epsilon_spent(self, steps_done: int) -> float:
-        """Epsilon spent after ``steps_done`` steps, from the method's own accountant."""
+        """Epsilon spent after ``steps_done`` steps: the accountant's, of what those steps release."""
+        spec, _ = self._need_calibration()
+        family = self.release_family(spec).with_steps(steps_done)
+        return self.accountant.epsilon(family, self.noise(), spec.delta)
+
+    def claim(self) -> PrivacyClaim:
+        """The guarantee of the calibrated method: its release read by its accountant, in its own words."""
+        spec, cal = self._need_calibration()
+        family, acc, text = self.release_family(spec), self.accountant, self.claim_text()
+        relation = acc.relation(family)
+        sound = accountants.sound(acc, family) and family.complete
+        extras = {}
+        if isinstance(family, PerExampleVectors):  # its two numbers: what the vectors spend at least, the paper's
+            extras = vectors_and_paper(family, self.noise(), spec.delta,
+                                       "" if accountants.sound(acc, family) else acc.name)
+        return PrivacyClaim(
+            mechanism=text.mechanism, parameters={**cal.noise, **text.parameters}, sampling=family.sampling,
+            steps=family.claim_steps, epsilon=cal.epsilon, delta=spec.delta,
+            protects=text.protects or (RELATION_VALUES[relation].protects if relation else "nothing"),
+            scope=text.scope, needs_public_data=text.needs_public_data, accountant=acc.label(family),
+            adjacency=text.adjacency or RELATION_TEXT.get(relation, ""), guarantee=sound, noise=text.noise,
+            relation=text.relation or relation or None, **extras)
 
     # --- training ------------------------------------------------------------------------------------------
     def unwrap(self, model: nn.Module) -> nn.Module:

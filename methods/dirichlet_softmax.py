@@ -16,7 +16,6 @@ kappa = r * s_y * psi1(r*s_y + alpha): the expected gradient is the cross-entrop
 
 from __future__ import annotations
 
-import functools
 import math
 from collections.abc import Callable
 from typing import Any
@@ -30,16 +29,8 @@ from inputdp.core.errors import ConfigError
 
 from . import DIRICHLET_SOFTMAX_INFO, noise
 from . import input_private_claims as claims
-from .accounting import InfeasibleTarget, calibrate_parameter, dirichlet_epsilon
-from .accounting.per_example import (
-    NoFiniteEpsilon,
-    calibrate_dirichlet_r,
-    dirichlet_corner,
-    dirichlet_vectors_epsilon,
-    discretisation_for,
-    per_example_pld,
-)
-from .base import Calibration, Method, PrivacyClaim
+from .accounting.releases import PerExampleVectors
+from .base import ClaimText, Method
 
 LR_RULES = ("fixed", "kappa")
 ACCOUNTANTS = (claims.PER_EXAMPLE, "paper")
@@ -52,19 +43,6 @@ def kappa(s_y: float | torch.Tensor, r: float, alpha: float):
     if isinstance(s_y, torch.Tensor):
         return r * s_y * torch.polygamma(1, r * s_y + alpha)
     return r * s_y * float(polygamma(1, r * s_y + alpha))
-
-
-@functools.lru_cache(maxsize=256)
-def calibrate_r(*, epsilon: float, delta: float, sampling_rate: float, steps: int, alpha: float) -> tuple[float, float, float]:
-    """(r*, achieved epsilon, best order) for the matched spec; cached, since sweeps repeat it."""
-
-    def eps_of(r: float) -> float:
-        return dirichlet_epsilon(r=r, alpha=alpha, q=sampling_rate, steps=steps, delta=delta)[0]
-
-    what = f"dirichlet_softmax at q={sampling_rate:g}, T={steps}, alpha={alpha:g}, delta={delta:g}"
-    r = calibrate_parameter(eps_of, epsilon, low=alpha * 1e-9, high=alpha * (1 - 1e-12), increasing=True, what=what)
-    eps, order = dirichlet_epsilon(r=r, alpha=alpha, q=sampling_rate, steps=steps, delta=delta)
-    return r, eps, order
 
 
 def dirichlet_nll(logits: torch.Tensor, y: torch.Tensor, r: float, alpha: float,
@@ -121,56 +99,20 @@ class DirichletSoftmax(Method):
 
     @property
     def r(self) -> float:
-        return self._need_calibration()[1].noise["r"]
+        return self.noise()
 
-    def noise_for(self, spec: PrivacySpec) -> Calibration:
-        q, steps, delta = spec.sampling_rate, spec.steps, spec.delta
-        try:
-            if self.options["accountant"] == claims.PER_EXAMPLE:
-                r = calibrate_dirichlet_r(epsilon=spec.epsilon, delta=delta, q=q, steps=steps, alpha=self.alpha)
-                eps, order = self._per_example_epsilon(r, spec, steps), None
-            else:
-                r, eps, order = calibrate_r(epsilon=spec.epsilon, delta=delta, sampling_rate=q, steps=steps,
-                                            alpha=self.alpha)
-        except (InfeasibleTarget, NoFiniteEpsilon) as err:
-            raise ConfigError(str(err)) from None
-        vectors = claims.bracket_details(
-            lambda: dirichlet_vectors_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta), "epsilon_vectors")
-        paper = dirichlet_epsilon(r=r, alpha=self.alpha, q=q, steps=steps, delta=delta)[0] if r < self.alpha \
-            else math.inf
-        return Calibration(noise={"r": r}, epsilon=eps, order=order,
-                           details={"accountant": self.options["accountant"], "alpha": self.alpha,
-                                    "r_over_alpha": r / self.alpha, "epsilon_paper_accountant": paper,
-                                    **vectors})
+    def release_family(self, spec: PrivacySpec) -> PerExampleVectors:
+        """One Dirichlet vector per sampled example at each step (the corner pair is its worst)."""
+        return PerExampleVectors("dirichlet", spec.sampling_rate, spec.steps, spec.steps, alpha=self.alpha)
 
-    def _per_example_epsilon(self, r: float, spec: PrivacySpec, steps: int) -> float:
-        """The per-example curve's upper (pessimistic) epsilon after ``steps`` of the spec's T, on the grid the
-        calibration used, so that the ledger and the calibration agree."""
-        h = discretisation_for(spec.sampling_rate, spec.steps)
-        pld = per_example_pld(dirichlet_corner(r, self.alpha), spec.sampling_rate, steps, pessimistic=True, h=h)
-        return max(0.0, float(pld.get_epsilon_for_delta(spec.delta)))
-
-    def claim(self) -> PrivacyClaim:
-        spec, cal = self._need_calibration()
-        accountant = self.options["accountant"]
-        lower = cal.details["epsilon_vectors_lower"]
-        return PrivacyClaim(
-            mechanism="dirichlet", parameters={"r": cal.noise["r"], "alpha": self.alpha},
-            sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps, epsilon=cal.epsilon, delta=spec.delta,
-            protects="inputs", accountant=accountant, adjacency=claims.ADJACENCY_TEXT[self.adjacency],
-            guarantee=False, vectors_epsilon_lb=lower, paper_epsilon=cal.details["epsilon_paper_accountant"],
-            noise=noise.describe(self.options["secure_mode"], four_sums=False),
-            scope=claims.scope(accountant=accountant, released="noisy softmax vectors", lower_bound=lower),
-        )
-
-    def epsilon_spent(self, steps_done: int) -> float:
-        spec, cal = self._need_calibration()
-        if steps_done <= 0:
-            return 0.0
-        if self.options["accountant"] == claims.PER_EXAMPLE:
-            return self._per_example_epsilon(cal.noise["r"], spec, steps_done)
-        return dirichlet_epsilon(r=cal.noise["r"], alpha=self.alpha, q=spec.sampling_rate, steps=steps_done,
-                                 delta=spec.delta)[0]
+    def claim_text(self) -> ClaimText:
+        spec, _ = self._need_calibration()
+        lower = claims.vectors_and_paper(self.release_family(spec), self.r, spec.delta)["vectors_epsilon_lb"]
+        return ClaimText(mechanism="dirichlet", parameters={"alpha": self.alpha}, protects="inputs",
+                         adjacency=claims.ADJACENCY_TEXT[self.adjacency],
+                         noise=noise.describe(self.options["secure_mode"], four_sums=False),
+                         scope=claims.scope(accountant=self.options["accountant"], released="noisy softmax vectors",
+                                            lower_bound=lower))
 
     def learning_rate(self, base_lr: float) -> tuple[float, dict[str, Any]]:
         k = kappa(KAPPA_REFERENCE_SY, self.r, self.alpha)

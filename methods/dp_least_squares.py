@@ -15,15 +15,13 @@ from typing import Any
 import numpy as np
 import torch
 
-from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELATIONS, REPLACE_INPUT
+from inputdp.core.claims import RELATIONS, REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from . import DP_LEAST_SQUARES_INFO, noise
-from .accounting.calibration import InfeasibleTarget
-from .accounting.events import Release, gaussian_releases
-from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
-from .base import AUDIT_THRESHOLDS, Calibration, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
+from .accounting.releases import GaussianReleases
+from .base import AUDIT_THRESHOLDS, Calibration, ClaimText, FitContext, FitOutput, Method, ReleaseTrials
 from .features import check_clip, clipped_features, feature_map, set_linear_head
 
 
@@ -84,41 +82,19 @@ class DPLeastSquares(Method):
                               "semi-definite matrices before the ridge) or false")
         noise.check_secure_mode(o["secure_mode"])
 
-    def noise_for(self, spec: PrivacySpec) -> Calibration:
-        """One Gaussian release of (A, B) composed exactly: noise multipliers s_A, s_B with 1/s_A^2 = split/s^2,
-        1/s_B^2 = (1 - split)/s^2 compose to one Gaussian of noise s, calibrated to (epsilon, delta) exactly."""
-        try:
-            sigma = gaussian_release_sigma(spec.epsilon, spec.delta)
-        except InfeasibleTarget as err:
-            raise ConfigError(f"{self.name}: {err}") from None
+    def release_family(self, spec: PrivacySpec) -> GaussianReleases:
+        """One Gaussian release of (A, B), each noise in units of its sensitivity under the run's relation: at noise s,
+        A spends the share ``split`` of 1/s^2 and B the rest, composing to one Gaussian of noise s exactly."""
         split = float(self.options["split"])
-        s_a, s_b = sigma / math.sqrt(split), sigma / math.sqrt(1.0 - split)
-        return Calibration(noise={"noise_multiplier": sigma},
-                           epsilon=gaussian_release_epsilon(sigma, spec.delta),
-                           details={"accountant": "analytic Gaussian (Balle & Wang 2018), one release",
-                                    "adjacency": self.options["adjacency"], "noise_multiplier_xtx": s_a,
-                                    "noise_multiplier_xty": s_b})
+        return GaussianReleases((split, 1.0 - split), self.options["adjacency"], "the two releases composed exactly")
 
-    def release(self):
-        """Two Gaussian releases (A, B), each noise in units of its sensitivity under the run's relation (so read
-        under add/remove's "moves by at most its sensitivity"); the claim composes them exactly as one Gaussian."""
-        _, cal = self._need_calibration()
-        return Release(gaussian_releases(cal.details["noise_multiplier_xtx"], cal.details["noise_multiplier_xty"]),
-                       ADD_REMOVE)
-
-    def claim(self) -> PrivacyClaim:
-        spec, cal = self._need_calibration()
-        relation = self.options["adjacency"]
-        return PrivacyClaim(
-            mechanism="gaussian_sufficient_statistics", sampling="none (every example, once)", steps=1,
-            parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip": self.options["clip"]},
-            epsilon=cal.epsilon, delta=spec.delta, protects=RELATION_VALUES[relation].protects,
-            accountant="analytic Gaussian (Balle & Wang 2018), the two releases composed exactly",
-            adjacency=RELATION_TEXT[relation], noise=noise.describe(self.options["secure_mode"]),
+    def claim_text(self) -> ClaimText:
+        return ClaimText(
+            mechanism="gaussian_sufficient_statistics", parameters={"clip": self.options["clip"]},
+            noise=noise.describe(self.options["secure_mode"]),
             scope=("the released model and everything computed from it: one Gaussian release of X^T X and X^T Y of "
                    "clipped features of a fixed data-independent map, the classifier solved from them alone "
-                   f"(post-processing); the (q, T) of the matched spec are not used. {self._estimator_choice()}"),
-        )
+                   f"(post-processing); the (q, T) of the matched spec are not used. {self._estimator_choice()}"))
 
     def _estimator_choice(self) -> str:
         """How the solve's options were chosen, for the claim's scope (the release does not depend on them; a choice
@@ -132,17 +108,13 @@ class DPLeastSquares(Method):
         return ("The estimator options (psd, ridge, split) are the run's own: the epsilon excludes however they were "
                 "chosen")
 
-    def epsilon_spent(self, steps_done: int) -> float:
-        _, cal = self._need_calibration()
-        return cal.epsilon if steps_done > 0 else 0.0
-
     def noisy_statistics(self, x: torch.Tensor, y: torch.Tensor, num_classes: int,
                          generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """(A~, B~): the statistics of the clipped rows ``x`` with their Gaussian noise (A's upper triangle noised
         and mirrored), in float64."""
-        spec, cal = self._need_calibration()
+        spec, _ = self._need_calibration()
         d_a, d_b = sensitivities(float(self.options["clip"]), self.options["adjacency"])
-        s_a, s_b = cal.details["noise_multiplier_xtx"], cal.details["noise_multiplier_xty"]
+        s_a, s_b = self.release_family(spec).multipliers(self.noise())
         a = x.T @ x
         b = x.T @ torch.nn.functional.one_hot(y, num_classes).to(x.dtype)
         secure = self.options["secure_mode"]
@@ -158,7 +130,7 @@ class DPLeastSquares(Method):
         likelihood-ratio projection of the release on the pair's difference, in units of that pair's mu."""
         relation, clip = self.options["adjacency"], float(self.options["clip"])
         d_a, d_b = sensitivities(clip, relation)
-        s_a, s_b = claimed.details["noise_multiplier_xtx"], claimed.details["noise_multiplier_xty"]
+        s_a, s_b = self.release_family(self._need_calibration()[0]).multipliers(claimed.release_noise)
         if relation == REPLACE_INPUT:
             cos, mu_pair = worst_pair(s_a, s_b, d_a, d_b, clip)
         else:
@@ -204,9 +176,10 @@ class DPLeastSquares(Method):
         matrices (its negative eigenvalues set to 0: the nearest PSD matrix in Frobenius norm, as X^T X is), so any
         lambda > 0 gives a positive definite system and a small one shrinks the signal less; without it, ridge >= 2
         keeps A~ + lambda I positive definite with high probability. Post-processing of the release either way."""
-        _, cal = self._need_calibration()
+        spec, _ = self._need_calibration()
         d_a, _ = sensitivities(float(self.options["clip"]), self.options["adjacency"])
-        lam = float(self.options["ridge"]) * cal.details["noise_multiplier_xtx"] * d_a * math.sqrt(a.shape[0])
+        s_a = self.release_family(spec).multipliers(self.noise())[0]
+        lam = float(self.options["ridge"]) * s_a * d_a * math.sqrt(a.shape[0])
         if self.options["psd"]:
             a = psd_projection(a)
         eye = torch.eye(a.shape[0], dtype=a.dtype, device=a.device)

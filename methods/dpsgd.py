@@ -33,17 +33,18 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATION_VALUES, RELATIONS, ZERO_OUT
+from inputdp.core.claims import ADD_REMOVE, RELATIONS, ZERO_OUT
+from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods.augment import AUGMULT_KINDS, augment_copies, average_copies
 
 from . import DPSGD_INFO, noise
 from .accounting.accountants import accountant
-from .base import Calibration, PrivacyClaim, ReleaseTrials, TrainingSetup
+from .accounting.releases import GaussianSteps
+from .base import Calibration, ClaimText, Method, ReleaseTrials, TrainingSetup
 from .dpsgd_mechanism import one_step_trials
 from .fast_clipping import BookKeeping, bk_optimizer
 from .frozen_norm import frozen_norms, release_statistics
-from .subsampled_gaussian import SubsampledGaussianMethod
 from .weight_standardisation import standardise_weights
 
 # Opacus hooks every trainable layer with a full backward hook; where a layer's input needs no gradient (the first
@@ -58,8 +59,13 @@ GRAD_SAMPLE_MODES = ("auto", "hooks", "functorch", "ghost", "bk")
 OPACUS_MODES = ("hooks", "functorch", "ghost")
 
 
-class DPSGD(SubsampledGaussianMethod):
+#: the accountants a run may choose (option ``accountant``)
+ACCOUNTANTS = ("pld", "rdp", "prv")
+
+
+class DPSGD(Method):
     name = "dpsgd"
+    accountants = ACCOUNTANTS
     option_defaults = {"max_grad_norm": 1.0, "accountant": "pld", "grad_sample_mode": "auto",
                        "augmult": 0, "augmult_kind": "auto", "ema": 0.0, "weight_standardisation": False,
                        "micro_batch": 0, "secure_mode": False, "adjacency": ADD_REMOVE,
@@ -73,6 +79,11 @@ class DPSGD(SubsampledGaussianMethod):
     def __init__(self, **options: Any):
         super().__init__(**options)
         o = self.options
+        c = o["max_grad_norm"]
+        if not (isinstance(c, (int, float)) and c > 0 and c < float("inf")):
+            raise ConfigError(f"max_grad_norm={c!r} is not allowed: the clipping norm must be a finite number > 0")
+        if o["accountant"] not in ACCOUNTANTS:
+            raise ConfigError(f"accountant={o['accountant']!r} is not allowed: choose one of {', '.join(ACCOUNTANTS)}")
         if o["grad_sample_mode"] not in GRAD_SAMPLE_MODES:
             raise ConfigError(f"grad_sample_mode={o['grad_sample_mode']!r} is not allowed: choose one of "
                               f"{', '.join(GRAD_SAMPLE_MODES)}")
@@ -99,7 +110,8 @@ class DPSGD(SubsampledGaussianMethod):
                     and (v > 0 or key == "norm_noise_multiplier")):
                 raise ConfigError(f"{key}={v!r} is not allowed: give a finite number "
                                   + (">= 0 (0: no private statistics)" if key == "norm_noise_multiplier" else "> 0"))
-        accountant(o["accountant"]).check(self.relation, self.prior_releases())  # what its theorem covers
+        # what the accountant's theorem covers (the relation, the prior releases), refused before any budget is known
+        accountant(o["accountant"]).check(GaussianSteps(0.01, 1, self.relation, self.prior_releases()))
         if o["weight_standardisation"] and o["grad_sample_mode"] == "bk":
             raise ConfigError("weight_standardisation is not allowed with grad_sample_mode=bk: a standardised weight's "
                               "per-example gradient is not a product of the layer's input and output gradient; use "
@@ -130,25 +142,21 @@ class DPSGD(SubsampledGaussianMethod):
         sigma = float(self.options["norm_noise_multiplier"])
         return (sigma, 2) if sigma > 0 else (0.0, 0)
 
-    def release(self):
+    def release_family(self, spec: PrivacySpec) -> GaussianSteps:
         """The statistics' releases (if any), then T Poisson-subsampled Gaussian steps, under the run's relation."""
-        spec, cal = self._need_calibration()
-        return self.steps_release(spec, spec.steps).at(cal.noise["noise_multiplier"])
+        return GaussianSteps(spec.sampling_rate, spec.steps, self.relation, self.prior_releases())
 
-    def claim(self) -> PrivacyClaim:
-        spec, cal = self._need_calibration()
-        parameters = {"noise_multiplier": cal.noise["noise_multiplier"], "max_grad_norm": self.options["max_grad_norm"]}
+    @property
+    def sigma(self) -> float:
+        return self.noise()
+
+    def claim_text(self) -> ClaimText:
+        parameters = {"max_grad_norm": self.options["max_grad_norm"]}
         if self.prior_releases()[1]:
             parameters.update({k: self.options[k] for k in ("norm_noise_multiplier", "norm_clip_mean",
                                                             "norm_clip_square")})
-        return PrivacyClaim(
-            mechanism="subsampled_gaussian", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
-            parameters=parameters,
-            epsilon=cal.epsilon, delta=spec.delta,
-            protects=RELATION_VALUES[self.relation].protects,
-            accountant=self.accountant_label(), adjacency=RELATION_TEXT[self.relation],
-            scope=self._scope(), noise=noise.describe(self.options["secure_mode"]),
-        )
+        return ClaimText(mechanism="subsampled_gaussian", scope=self._scope(), parameters=parameters,
+                         noise=noise.describe(self.options["secure_mode"]))
 
     def _scope(self) -> str:
         scope = self._steps_scope()

@@ -13,11 +13,10 @@ from torch import nn
 
 from inputdp.core.claims import REPLACE_INPUT
 
-from .base import AUDIT_THRESHOLDS, ReleaseTrials, TrainingSetup
-from .subsampled_gaussian import SubsampledGaussianMethod
+from .base import AUDIT_THRESHOLDS, Method, ReleaseTrials, TrainingSetup
 
 
-def one_step_trials(method: SubsampledGaussianMethod, *, trials: int, seed: int,
+def one_step_trials(method: Method, *, trials: int, seed: int,
                     progress: Callable[[str], None] | None = None, columns: int = 2000) -> list[ReleaseTrials]:
     """One step of ``method`` (a calibrated DP-SGD: its own ``prepare`` and ``train_step``) per trial on a linear
     model whose inputs are scaled basis vectors, so each canary's clipped gradient is a Dirac of norm exactly C in a

@@ -13,15 +13,13 @@ from typing import Any
 
 import torch
 
-from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT
+from inputdp.core.claims import REPLACE_INPUT
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from . import FEATURE_PERTURBATION_INFO, noise
-from .accounting.calibration import InfeasibleTarget
-from .accounting.events import Release, gaussian_releases
-from .accounting.one_release import gaussian_release_epsilon, gaussian_release_sigma
-from .base import AUDIT_THRESHOLDS, Calibration, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
+from .accounting.releases import GaussianReleases
+from .base import AUDIT_THRESHOLDS, Calibration, ClaimText, FitContext, FitOutput, Method, ReleaseTrials
 from .features import check_clip, clipped_features, feature_map, set_linear_head
 
 
@@ -44,44 +42,23 @@ class FeaturePerturbation(Method):
             raise ConfigError(f"ridge={ridge!r} is not allowed: lambda in units of C^2, a finite number >= 0")
         noise.check_secure_mode(o["secure_mode"])
 
-    def noise_for(self, spec: PrivacySpec) -> Calibration:
-        """One Gaussian release per example of sensitivity 2C (x replaced by x', both of norm <= C); examples are
-        disjoint, so the epsilon of the whole release is that of one (parallel composition)."""
-        try:
-            sigma = gaussian_release_sigma(spec.epsilon, spec.delta)
-        except InfeasibleTarget as err:
-            raise ConfigError(f"{self.name}: {err}") from None
-        return Calibration(noise={"noise_multiplier": sigma}, epsilon=gaussian_release_epsilon(sigma, spec.delta),
-                           details={"accountant": "analytic Gaussian (Balle & Wang 2018), one release per example",
-                                    "adjacency": REPLACE_INPUT})
+    def release_family(self, spec: PrivacySpec) -> GaussianReleases:
+        """One Gaussian release per example of its clipped features, sensitivity 2C (x replaced by x', both of norm
+        <= C), noise in units of it; the examples are disjoint, so the whole release's epsilon is one's (parallel
+        composition)."""
+        return GaussianReleases((1.0,), REPLACE_INPUT, "sensitivity 2C, one release per example")
 
-    def release(self):
-        """One example's noisy features (the others' releases do not depend on it: parallel composition), noise in
-        units of the sensitivity 2C, so read under add/remove's "moves by at most its sensitivity"."""
-        _, cal = self._need_calibration()
-        return Release(gaussian_releases(cal.noise["noise_multiplier"]), ADD_REMOVE)
-
-    def claim(self) -> PrivacyClaim:
-        spec, cal = self._need_calibration()
-        return PrivacyClaim(
-            mechanism="gaussian_feature_release", sampling="none (every example, once)", steps=1,
-            parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip": self.options["clip"]},
-            epsilon=cal.epsilon, delta=spec.delta, protects="inputs",
-            accountant="analytic Gaussian (Balle & Wang 2018), sensitivity 2C, one release per example",
-            adjacency=RELATION_TEXT[REPLACE_INPUT], noise=noise.describe(self.options["secure_mode"]),
+    def claim_text(self) -> ClaimText:
+        return ClaimText(
+            mechanism="gaussian_feature_release", parameters={"clip": self.options["clip"]},
+            noise=noise.describe(self.options["secure_mode"]),
             scope=("the released model and everything computed from it: each example's clipped features of a fixed "
                    "data-independent map released once with Gaussian noise, the classifier fitted on the noisy "
-                   "copies and the public labels alone (post-processing); the (q, T) of the matched spec are not used"),
-        )
-
-    def epsilon_spent(self, steps_done: int) -> float:
-        _, cal = self._need_calibration()
-        return cal.epsilon if steps_done > 0 else 0.0
+                   "copies and the public labels alone (post-processing); the (q, T) of the matched spec are not used"))
 
     def noisy_features(self, x: torch.Tensor, generator: torch.Generator) -> torch.Tensor:
         """The release: clipped rows ``x`` plus N(0, (sigma 2C)^2) per coordinate."""
-        _, cal = self._need_calibration()
-        std = cal.noise["noise_multiplier"] * 2.0 * float(self.options["clip"])
+        std = self.noise() * 2.0 * float(self.options["clip"])
         z = noise.standard_normal(x.shape, generator, secure=self.options["secure_mode"], dtype=x.dtype)
         return x + z.to(x.device) * std
 

@@ -40,17 +40,8 @@ from inputdp.core.errors import ConfigError
 
 from . import GAUSSIAN_PENULTIMATE_INFO, noise
 from . import input_private_claims as claims
-from .accounting.calibration import InfeasibleTarget
-from .accounting.per_example import (
-    NoFiniteEpsilon,
-    calibrate_gaussian_sigma,
-    discretisation_for,
-    gaussian_pair,
-    gaussian_vectors_epsilon,
-    per_example_pld,
-)
-from .base import Calibration, PrivacyClaim, TrainingSetup
-from .subsampled_gaussian import SubsampledGaussianMethod, gaussian_epsilon
+from .accounting.releases import PerExampleVectors
+from .base import ClaimText, Method, TrainingSetup
 
 #: with one input replaced, two clipped vectors are at most 2C apart
 REPLACE_SENSITIVITY = 2.0
@@ -62,17 +53,24 @@ def clip_rows(h: torch.Tensor, clip_norm: float) -> torch.Tensor:
     return h * torch.clamp(clip_norm / (norms + 1e-12), max=1.0)
 
 
-class GaussianPenultimate(SubsampledGaussianMethod):
+class GaussianPenultimate(Method):
     name = "gaussian_penultimate"
-    clip_option = "clip_norm"
     option_defaults = {"clip_norm": 1.0, "accountant": claims.PER_EXAMPLE, "adjacency": claims.AUTO,
                        "secure_mode": False}
+    #: the accountants a run may choose (option ``accountant``): the per-example curve, or DP-SGD's (its paper's
+    #: reading, not a guarantee)
     accountants = (claims.PER_EXAMPLE, "rdp", "prv")
     #: the accountant makes another claim, and another noise: its own leaderboard row
     capabilities = GAUSSIAN_PENULTIMATE_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
 
     def __init__(self, **options: Any):
         super().__init__(**options)
+        c = self.options["clip_norm"]
+        if not (isinstance(c, (int, float)) and c > 0 and c < float("inf")):
+            raise ConfigError(f"clip_norm={c!r} is not allowed: the clipping norm must be a finite number > 0")
+        if self.options["accountant"] not in self.accountants:
+            raise ConfigError(f"accountant={self.options['accountant']!r} is not allowed: choose one of "
+                              f"{', '.join(self.accountants)}")
         self.adjacency = claims.resolve_adjacency(self.name, self.options["accountant"],
                                                        self.options["adjacency"])
         self.feature_dim: int | None = None
@@ -80,57 +78,26 @@ class GaussianPenultimate(SubsampledGaussianMethod):
         noise.check_secure_mode(self.options["secure_mode"])
         self._secret: dict[torch.device, torch.Generator] = {}  # secure_mode: one secret generator per device
 
-    def noise_for(self, spec: PrivacySpec) -> Calibration:
-        q, steps, delta = spec.sampling_rate, spec.steps, spec.delta
-        if self.options["accountant"] == claims.PER_EXAMPLE:
-            try:
-                sigma = calibrate_gaussian_sigma(epsilon=spec.epsilon, delta=delta, q=q, steps=steps,
-                                                 sensitivity=REPLACE_SENSITIVITY)
-            except (InfeasibleTarget, NoFiniteEpsilon) as err:
-                raise ConfigError(f"{self.name}: {err}") from None
-            base = Calibration(noise={"noise_multiplier": sigma}, epsilon=self._per_example_epsilon(sigma, spec, steps),
-                               details={"accountant": claims.PER_EXAMPLE, self.clip_option: self.options[self.clip_option]})
-        else:
-            base = super().noise_for(spec)
-        sigma = base.noise["noise_multiplier"]
-        vectors = claims.bracket_details(
-            lambda: gaussian_vectors_epsilon(noise_multiplier=sigma, sensitivity=REPLACE_SENSITIVITY, q=q, steps=steps,
-                                             delta=delta), "epsilon_vectors")
-        # the "paper's" number: DP-SGD's subsampled-Gaussian accountant with sensitivity C at this sigma (the run's
-        # own when it is one of those, else the RDP one)
-        paper = base.epsilon if self.options["accountant"] != claims.PER_EXAMPLE else \
-            gaussian_epsilon(noise_multiplier=sigma, delta=delta, sampling_rate=q, steps=steps, accountant="rdp")
-        return Calibration(noise=base.noise, epsilon=base.epsilon, order=base.order,
-                           details={**base.details, "epsilon_paper_accountant": paper,
-                                    **vectors})
+    def release_family(self, spec: PrivacySpec) -> PerExampleVectors:
+        """One noisy feature vector per sampled example: a Gaussian of sensitivity 2C (one input replaced: h' = -h
+        on the clipping sphere) at each step that samples it."""
+        return PerExampleVectors("gaussian", spec.sampling_rate, spec.steps, spec.steps,
+                                 sensitivity=REPLACE_SENSITIVITY)
 
-    def _per_example_epsilon(self, sigma: float, spec: PrivacySpec, steps: int) -> float:
-        """The per-example curve's upper (pessimistic) epsilon after ``steps`` of the spec's T, on the
-        calibration's grid."""
-        h = discretisation_for(spec.sampling_rate, spec.steps)
-        pld = per_example_pld(gaussian_pair(REPLACE_SENSITIVITY / sigma), spec.sampling_rate, steps,
-                              pessimistic=True, h=h)
-        return max(0.0, float(pld.get_epsilon_for_delta(spec.delta)))
+    @property
+    def sigma(self) -> float:
+        return self.noise()
 
-    def epsilon_spent(self, steps_done: int) -> float:
-        if self.options["accountant"] != claims.PER_EXAMPLE:
-            return super().epsilon_spent(steps_done)
-        spec, cal = self._need_calibration()
-        return self._per_example_epsilon(cal.noise["noise_multiplier"], spec, steps_done) if steps_done > 0 else 0.0
-
-    def claim(self) -> PrivacyClaim:
-        spec, cal = self._need_calibration()
-        accountant = self.options["accountant"]
-        lower = cal.details["epsilon_vectors_lower"]
-        return PrivacyClaim(
-            mechanism="subsampled_gaussian_features", sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
-            parameters={"noise_multiplier": cal.noise["noise_multiplier"], "clip_norm": self.options["clip_norm"]},
-            epsilon=cal.epsilon, delta=spec.delta, protects="inputs", accountant=accountant,
-            adjacency=claims.ADJACENCY_TEXT[self.adjacency], guarantee=False, vectors_epsilon_lb=lower,
-            paper_epsilon=cal.details["epsilon_paper_accountant"], noise=noise.describe(self.options["secure_mode"]),
-            scope=claims.scope(accountant=accountant, released="clipped, noised penultimate feature vectors",
-                                    lower_bound=lower, reference="DP-SGD's subsampled-Gaussian accountant"),
-        )
+    def claim_text(self) -> ClaimText:
+        spec, _ = self._need_calibration()
+        lower = claims.vectors_and_paper(self.release_family(spec), self.noise(), spec.delta)["vectors_epsilon_lb"]
+        return ClaimText(
+            mechanism="subsampled_gaussian_features", parameters={"clip_norm": self.options["clip_norm"]},
+            protects="inputs", adjacency=claims.ADJACENCY_TEXT[self.adjacency],
+            noise=noise.describe(self.options["secure_mode"]),
+            scope=claims.scope(accountant=self.options["accountant"],
+                               released="clipped, noised penultimate feature vectors", lower_bound=lower,
+                               reference="DP-SGD's subsampled-Gaussian accountant"))
 
     def prepare(self, model, optimizer, setup: TrainingSetup):
         self.feature_dim = int(model.feature_dim)

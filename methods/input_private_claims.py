@@ -19,7 +19,15 @@ from collections.abc import Callable
 from inputdp.core.claims import RELATION_TEXT
 from inputdp.core.errors import ConfigError
 
-from .accounting.per_example import ADD_REMOVE, REPLACE_INPUT, Bracket, NoFiniteEpsilon
+from .accounting.accountants import accountant
+from .accounting.per_example import (
+    ADD_REMOVE,
+    REPLACE_INPUT,
+    Bracket,
+    NoFiniteEpsilon,
+    dirichlet_vectors_epsilon,
+    gaussian_vectors_epsilon,
+)
 
 PER_EXAMPLE = "per_example"
 #: the option value that means "the relation of the accountant's own theorem"
@@ -70,3 +78,40 @@ def bracket_details(compute: Callable[[], Bracket], prefix: str) -> dict[str, fl
         return compute().as_dict(prefix)
     except NoFiniteEpsilon as err:
         return {f"{prefix}_lower": None, f"{prefix}_upper": None, f"{prefix}_not_evaluated": str(err)}
+
+
+#: each per-example family's paper accountant: what the method's paper would have claimed at this noise
+PAPER_ACCOUNTANTS = {"dirichlet": "paper", "gaussian": "rdp"}
+
+
+def vectors_and_paper(family, noise: float, delta: float, paper: str = "") -> dict[str, float | None]:
+    """A per-example release's two numbers beside its claim (``accounting.releases.PerExampleVectors``): the
+    rigorous lower bound on what its vectors spend (the per-example curve's bracket, lower end; None where the curve
+    is not evaluated) and what its paper's accountant gives at this noise (``paper``: the run's own where it is a
+    paper's; else the family's, ``PAPER_ACCOUNTANTS``)."""
+
+    q, steps = family.sampling_rate, family.steps
+    try:
+        if family.kind == "dirichlet":
+            lower = dirichlet_vectors_epsilon(r=noise, alpha=family.alpha, q=q, steps=steps, delta=delta).lower
+        else:
+            lower = gaussian_vectors_epsilon(noise_multiplier=noise, sensitivity=family.sensitivity, q=q, steps=steps,
+                                             delta=delta).lower
+    except NoFiniteEpsilon:
+        lower = None
+    return {"vectors_epsilon_lb": lower, "paper_epsilon": accountant(paper or PAPER_ACCOUNTANTS[family.kind]).epsilon(
+        family, noise, delta)}
+
+
+def vectors_details(family, noise: float, delta: float, paper: str = "") -> dict[str, float | str | None]:
+    """A per-example calibration's details: the per-example curve's bracket at this noise (or why it is not
+    evaluated) and the paper's accountant's epsilon."""
+    q, steps = family.sampling_rate, family.steps
+    if family.kind == "dirichlet":
+        bracket = bracket_details(lambda: dirichlet_vectors_epsilon(r=noise, alpha=family.alpha, q=q, steps=steps,
+                                                                    delta=delta), "epsilon_vectors")
+    else:
+        bracket = bracket_details(lambda: gaussian_vectors_epsilon(noise_multiplier=noise,
+                                                                   sensitivity=family.sensitivity, q=q, steps=steps,
+                                                                   delta=delta), "epsilon_vectors")
+    return {**bracket, "epsilon_paper_accountant": vectors_and_paper(family, noise, delta, paper)["paper_epsilon"]}

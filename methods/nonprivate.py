@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import math
-
 from inputdp.core.config import PrivacySpec
 
 from . import NONPRIVATE_INFO
-from .base import Calibration, Method, PrivacyClaim
+from .accounting.releases import NonPrivate as NoNoise
+from .base import ClaimText, Method
 from .noise import NO_NOISE
 
 
@@ -15,16 +14,10 @@ class NonPrivate(Method):
     name = "nonprivate"
     capabilities = NONPRIVATE_INFO.capabilities  # declared with its registry entry (methods/__init__.py)
 
-    def noise_for(self, spec: PrivacySpec) -> Calibration:
-        return Calibration(noise={}, epsilon=math.inf)
+    def release_family(self, spec: PrivacySpec) -> NoNoise:
+        """Every step's gradient of the private batch, without noise: no finite epsilon."""
+        return NoNoise(spec.steps, spec.sampling_rate)
 
-    def claim(self) -> PrivacyClaim:
-        spec, _ = self._need_calibration()
-        return PrivacyClaim(
-            mechanism="none", parameters={}, sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps,
-            epsilon=math.inf, delta=spec.delta, protects="nothing", guarantee=False, noise=NO_NOISE,
-            scope="no guarantee: the reference for accuracy and speed at the same (q, T)",
-        )
-
-    def epsilon_spent(self, steps_done: int) -> float:
-        return math.inf if steps_done > 0 else 0.0
+    def claim_text(self) -> ClaimText:
+        return ClaimText(mechanism="none", noise=NO_NOISE, protects="nothing",
+                         scope="no guarantee: the reference for accuracy and speed at the same (q, T)")

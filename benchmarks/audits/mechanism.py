@@ -171,9 +171,7 @@ def _calibrated(method: str, spec: PrivacySpec, options: dict[str, Any], noise_s
     m = create_method(method, options)
     cal = m.calibrate(spec)
     if noise_scale != 1.0:  # a method born with the scaled noise, as the harness gets one (Method.calibrated)
-        noise = {k: v * noise_scale for k, v in cal.noise.items()}
-        details = {k: (v * noise_scale if k.startswith("noise_multiplier") else v) for k, v in cal.details.items()}
-        m = type(m).calibrated(spec, replace(cal, noise=noise, details=details), options)
+        m = type(m).calibrated(spec, cal.scaled(noise_scale), options)
     return m, cal
 
 

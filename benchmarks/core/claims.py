@@ -3,8 +3,9 @@ audits and the tracker read."""
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from . import names
@@ -94,6 +95,15 @@ class Calibration:
     order: float | None = None
     seconds: float = 0.0
     details: Mapping[str, Any] = field(default_factory=dict)
+    #: the release family's noise (methods/accounting/releases.py) that ``noise`` maps out (PATE's common scale of
+    #: its sigmas; the noise multiplier or r itself otherwise); nan where there is none (the reference)
+    release_noise: float = math.nan
+
+    def scaled(self, factor: float) -> Calibration:
+        """Every noise times ``factor``, the epsilon kept: a deliberately broken implementation's calibration (an
+        audit's). Where the noise is Dirichlet's r, more is less noise: its caller says which it means."""
+        return replace(self, noise={k: v * factor for k, v in self.noise.items()},
+                       release_noise=self.release_noise * factor)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,6 +12,8 @@ import math
 import numpy as np
 from scipy.special import gammaln, logsumexp, polygamma
 
+from .calibration import calibrate_parameter
+
 #: Largest integer Rényi order the accountant ever evaluates. Orders beyond it only matter for r close to 0,
 #: where the subsampled bound is already dominated by its floor (the factor 3 term).
 MAX_ORDER = 256
@@ -141,3 +143,17 @@ def dirichlet_epsilon(
     orders = integer_orders(max_order)
     per_step = poisson_subsampled_rdp(q, dirichlet_rdp(orders, r, alpha))
     return rdp_to_epsilon(orders, steps * per_step, delta)
+
+
+@functools.lru_cache(maxsize=256)
+def calibrate_r(*, epsilon: float, delta: float, sampling_rate: float, steps: int, alpha: float) -> tuple[float, float, float]:
+    """(r*, achieved epsilon, best order): the largest r whose Algorithm 1 accountant meets the matched (epsilon,
+    delta, q, T) (the paper's eq. 12, by Brent's method; THEORY.md, "Calibration"); cached, since sweeps repeat it."""
+
+    def eps_of(r: float) -> float:
+        return dirichlet_epsilon(r=r, alpha=alpha, q=sampling_rate, steps=steps, delta=delta)[0]
+
+    what = f"dirichlet_softmax at q={sampling_rate:g}, T={steps}, alpha={alpha:g}, delta={delta:g}"
+    r = calibrate_parameter(eps_of, epsilon, low=alpha * 1e-9, high=alpha * (1 - 1e-12), increasing=True, what=what)
+    eps, order = dirichlet_epsilon(r=r, alpha=alpha, q=sampling_rate, steps=steps, delta=delta)
+    return r, eps, order

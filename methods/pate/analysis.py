@@ -11,7 +11,8 @@ import math
 import numpy as np
 from scipy import special
 
-ORDERS = np.concatenate([np.linspace(1.1, 10.9, 99), np.arange(11, 101), [128, 256, 512]]).astype(np.float64)
+# the data-independent analysis is the accountant's (methods/accounting/gnmax.py): re-exported for the analysis' users
+from ..accounting.gnmax import ORDERS
 
 
 def log_q_gnmax(votes: np.ndarray, sigma: float) -> float:
@@ -24,16 +25,6 @@ def log_q_gnmax(votes: np.ndarray, sigma: float) -> float:
     terms = special.log_ndtr(-gaps / (math.sqrt(2.0) * sigma))
     logq = float(special.logsumexp(terms))
     return min(logq, math.log(1.0 - 1.0 / len(votes)))
-
-
-def rdp_gnmax_data_independent(sigma: float, orders: np.ndarray = ORDERS) -> np.ndarray:
-    """lambda / sigma^2: one GNMax answer (one teacher moves one vote: L2 sensitivity sqrt(2))."""
-    return np.asarray(orders, dtype=np.float64) / sigma**2
-
-
-def rdp_threshold_data_independent(sigma1: float, orders: np.ndarray = ORDERS) -> np.ndarray:
-    """lambda / (2 sigma1^2): the noisy threshold check on max_j n_j (sensitivity 1)."""
-    return np.asarray(orders, dtype=np.float64) / (2.0 * sigma1**2)
 
 
 def _log1mexp(x: float) -> float:
@@ -102,13 +93,3 @@ def queries_event(queries: int, noise: dict[str, float], *, unit: str):
     if "sigma1" in noise:
         parts.append(dp_event.GaussianDpEvent(noise["sigma1"] / noise[unit]))
     return dp_event.SelfComposedDpEvent(dp_event.ComposedDpEvent(parts), int(queries))
-
-
-def data_independent_rdp(*, queries: int, answers: int, sigma1: float | None, sigma2: float,
-                         orders: np.ndarray = ORDERS) -> np.ndarray:
-    """The data-independent RDP at ``orders`` of ``answers`` GNMax answers and, with ``sigma1``, ``queries``
-    threshold checks."""
-    rdp = answers * rdp_gnmax_data_independent(sigma2, orders)
-    if sigma1 is not None:
-        rdp = rdp + queries * rdp_threshold_data_independent(sigma1, orders)
-    return rdp

@@ -42,10 +42,11 @@ from inputdp.datasets import blank_value
 
 from .. import PATE_INFO
 from .. import noise as noise_source
-from ..accounting import InfeasibleTarget, calibrate_parameter, rdp_to_epsilon, rdp_to_epsilon_classic
-from ..base import Calibration, FitContext, FitOutput, Method, PrivacyClaim, ReleaseTrials
+from ..accounting import rdp_to_epsilon, rdp_to_epsilon_classic
+from ..accounting.gnmax import data_independent_rdp
+from ..accounting.releases import PateQueries
+from ..base import Calibration, ClaimText, FitContext, FitOutput, Method, ReleaseTrials
 from . import aggregators, analysis
-from .analysis import data_independent_rdp
 from .gnss import sanitise
 from .mechanism import vote_trials
 from .smooth_sensitivity import smooth_sensitivity
@@ -118,60 +119,31 @@ class PATE(Method):
     def sigma2(self) -> float:
         return self._need_calibration()[1].noise["sigma2"]
 
-    def _eps_di(self, scale: float, delta: float) -> tuple[float, float]:
-        q = self.options["queries"]
-        s1 = None if self.base_sigma1 is None else self.base_sigma1 * scale
-        rdp = data_independent_rdp(queries=q, answers=q, sigma1=s1, sigma2=self.base_sigma2 * scale)
-        return rdp_to_epsilon(analysis.ORDERS, rdp, delta)
-
-    def noise_for(self, spec: PrivacySpec) -> Calibration:
-        scale = 1.0
-        if self.options["calibrate"]:
-            what = f"pate with {self.options['queries']} queries at delta={spec.delta:g}"
-            try:  # the data-independent epsilon decreases as both sigmas grow by a common scale
-                scale = calibrate_parameter(lambda s: self._eps_di(s, spec.delta)[0], spec.epsilon, low=1e-6,
-                                            high=1e6, increasing=False, what=what, start=1.0, xtol=1e-12, rtol=1e-12)
-            except InfeasibleTarget as err:
-                raise ConfigError(str(err)) from None
-        eps, order = self._eps_di(scale, spec.delta)
-        if eps > spec.epsilon * (1 + 1e-9):
-            raise ConfigError(f"epsilon={spec.epsilon:g} is below what these sigmas guarantee with calibrate=false: "
-                              f"the data-independent bound is {eps:.4g} (raise the target or calibrate=true)")
-        noise = {"sigma2": self.base_sigma2 * scale}
-        if self.base_sigma1 is not None:
-            noise["sigma1"] = self.base_sigma1 * scale
-        return Calibration(noise=noise, epsilon=eps, order=order,
-                           details={"noise_scale": scale, "queries": self.options["queries"],
-                                    "threshold": self.options["threshold"]})
+    def release_family(self, spec: PrivacySpec) -> PateQueries:
+        """The data-independent release of the queries: every one pays the threshold check and a GNMax answer,
+        whatever the votes; the two sigmas scaled together by the calibration (option ``calibrate``)."""
+        return PateQueries(int(self.options["queries"]), self.base_sigma2, self.base_sigma1,
+                           calibrated=bool(self.options["calibrate"]))
 
     @property
     def augments_inputs(self) -> bool:
         return int(self.options["teacher_shift"]) > 0 or self.options["student"] == "semi_supervised"
 
-    def claim(self) -> PrivacyClaim:
-        spec, cal = self._need_calibration()
-        return PrivacyClaim(
-            mechanism=f"pate_{self.options['aggregator']}_gnmax", parameters=dict(cal.noise), sampling="none",
-            steps=self.options["queries"], epsilon=cal.epsilon, delta=spec.delta, protects="inputs and labels",
-            accountant="gnmax_data_independent_rdp",
+    def claim_text(self) -> ClaimText:
+        return ClaimText(
+            mechanism=f"pate_{self.options['aggregator']}_gnmax", protects="inputs and labels",
             adjacency="add/remove or replace one example (either moves one teacher's vote per query)",
             relation="add_remove",  # the audits test the add/remove half: an excluded canary is absent
             scope=("the student model and every released label: the private training set's inputs and labels "
                    "(data-independent bound over all queries, each a noised vote histogram: an aggregate); needs "
                    "public unlabeled inputs"),
-            needs_public_data=True, noise=noise_source.describe(self.options["secure_mode"], "numpy"),
-        )
+            needs_public_data=True, noise=noise_source.describe(self.options["secure_mode"], "numpy"))
 
     def release_trials(self, claimed: Calibration, *, trials: int, seed: int,
                        progress: Callable[[str], None] | None = None) -> list[ReleaseTrials]:
         """The GNMax answer and the threshold check on histograms that k teachers' votes move (pate/mechanism.py)."""
         return vote_trials(self.calibration.noise, claimed.noise, queries=self.options["queries"],
                            threshold=float(self.options["threshold"]), trials=trials, seed=seed)
-
-    def epsilon_spent(self, steps_done: int) -> float:
-        """The data-independent epsilon of the first ``steps_done`` queries, every one counted as answered (each
-        pays the threshold check and a GNMax answer): what the mechanism guarantees whatever the votes."""
-        return self._data_independent(steps_done, answered_only=False)
 
     def answered_only(self, steps_done: int) -> float:
         """The same bound over the first ``steps_done`` queries with only the answered ones paying an answer: a

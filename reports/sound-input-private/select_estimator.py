@@ -41,7 +41,7 @@ for dataset in [a for a in sys.argv[1:] if not a.startswith("--")] or ["fashionm
         method = DPLeastSquares()
         cal = method.calibrate(spec)
         d_a, _ = sensitivities(1.0, "replace_input")
-        unit = cal.details["noise_multiplier_xtx"] * d_a * math.sqrt(x.shape[1])
+        unit = method.release_family(method.spec).multipliers(cal.release_noise)[0] * d_a * math.sqrt(x.shape[1])
         for draw in DRAWS:
             a, b = method.noisy_statistics(x, data.y_train, data.info.num_classes, torch.Generator().manual_seed(draw))
             w, v = torch.linalg.eigh(a)

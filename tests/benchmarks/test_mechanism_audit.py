@@ -174,16 +174,14 @@ def test_a_release_with_too_little_noise_is_refuted_and_too_much_is_not_tight():
 def _noise_divided_by(cls, factor: float, monkeypatch):
     """``cls`` calibrated as before, its noise then divided by ``factor``, its claimed epsilon kept: an implementation
     whose sigma does not match its claim (which an audit that takes the claim's mu from the code's sigma reads tight)."""
-    from dataclasses import replace
+    original = cls.calibrate
 
-    original = cls.noise_for
+    def calibrate(self, spec):
+        cal = original(self, spec).scaled(1 / factor)
+        self.calibration = cal
+        return cal
 
-    def noise_for(self, spec):
-        cal = original(self, spec)
-        return replace(cal, noise={k: v / factor for k, v in cal.noise.items()},
-                       details={k: (v / factor if k.startswith("noise_multiplier") else v) for k, v in cal.details.items()})
-
-    monkeypatch.setattr(cls, "noise_for", noise_for)
+    monkeypatch.setattr(cls, "calibrate", calibrate)
 
 
 def test_a_method_whose_noise_does_not_match_its_claim_is_refuted(monkeypatch):

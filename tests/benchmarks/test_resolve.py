@@ -20,17 +20,17 @@ from ..helpers import QUIET
 
 @pytest.fixture
 def calibrations(monkeypatch):
-    """Every call of a method's noise search, by method name."""
+    """Every call of a method's one calibration (its accountant's noise search), by method name."""
     counts: dict[str, int] = {}
     for name in METHODS.names():
         cls = METHODS.get(name).load()
-        real = cls.noise_for
+        real = cls.calibrate
 
         def counting(self, spec, _real=real, _name=name):
             counts[_name] = counts.get(_name, 0) + 1
             return _real(self, spec)
 
-        monkeypatch.setattr(cls, "noise_for", counting)
+        monkeypatch.setattr(cls, "calibrate", counting)
     return counts
 
 

@@ -1,23 +1,57 @@
-"""The accountant registry (methods/accounting/accountants.py): each accountant's least noise meets its target and
-1% less does not; the PLD's is checked by dp_accounting composing the release's own event; what a theorem does not
-cover is refused in one line from the record."""
+"""The accountant registry (methods/accounting/accountants.py): each accountant's least noise of a release family it
+reads meets its target and 1% less noise does not; the PLD's is checked by dp_accounting composing the release's own
+event; what a theorem does not cover is refused in one line from the record; a name is registered once."""
 
 from __future__ import annotations
+
+import math
 
 import pytest
 
 from inputdp.core.errors import ConfigError
-from inputdp.methods.accounting.accountants import ACCOUNTANTS, GaussianSteps, accountant, least_noise
+from inputdp.methods.accounting.accountants import (
+    ACCOUNTANTS,
+    PLD,
+    GaussianSteps,
+    accountant,
+    least_noise,
+    register_accountant,
+    sound,
+)
+from inputdp.methods.accounting.releases import GaussianReleases, NonPrivate, PateQueries, PerExampleVectors
 
 STEPS = GaussianSteps(sampling_rate=256 / 60000, steps=1000)
+#: a family each accountant reads, and whether more of its noise is less privacy (Dirichlet's r)
+FAMILIES = {"pld": (STEPS, False), "rdp": (STEPS, False), "prv": (STEPS, False),
+            "analytic_gaussian": (GaussianReleases((0.5, 0.5), "replace_input", "two"), False),
+            "gnmax_data_independent_rdp": (PateQueries(640, 40.0, 150.0), False),
+            "per_example": (PerExampleVectors("gaussian", 256 / 60000, 1000, 1000), False),
+            "paper": (PerExampleVectors("dirichlet", 256 / 60000, 1000, 1000, alpha=3.0), True)}
 
 
-@pytest.mark.parametrize("name", sorted(ACCOUNTANTS))
-def test_the_least_noise_meets_the_target_and_one_percent_less_does_not(name):
-    acc = accountant(name)
-    sigma = least_noise(name, STEPS, 2.0, 1e-5)
-    assert acc.epsilon(STEPS, sigma, 1e-5) <= 2.0 * (1 + 1e-9)
-    assert acc.epsilon(STEPS, 0.99 * sigma, 1e-5) > 2.0
+@pytest.mark.parametrize("name", sorted(FAMILIES))
+def test_the_least_noise_meets_the_target_and_one_percent_less_noise_does_not(name):
+    acc, (family, more_is_less) = accountant(name), FAMILIES[name]
+    acc.check(family)
+    noise = acc.least_noise(family, 2.0, 1e-5)
+    assert acc.epsilon(family, noise, 1e-5) <= 2.0 * (1 + 1e-9)
+    assert acc.epsilon(family, noise * (1.01 if more_is_less else 0.99), 1e-5) > 2.0
+    assert acc.epsilon(family.with_steps(0), noise, 1e-5) == 0.0  # nothing released yet
+
+
+def test_every_registered_accountant_has_a_family_here_and_the_registry_refuses_a_name_taken():
+    assert set(ACCOUNTANTS) == set(FAMILIES) | {"none"}
+    with pytest.raises(ConfigError, match="^accountant 'pld' is already registered$"):
+        register_accountant(PLD())
+    assert register_accountant(PLD(), force=True) is ACCOUNTANTS["pld"]
+
+
+def test_soundness_is_the_accountant_s_for_what_it_reads():
+    """The papers' readings of a per-example release are not guarantees; the reference has no finite epsilon."""
+    vectors = PerExampleVectors("gaussian", 0.01, 100, 100)
+    assert sound(accountant("per_example"), vectors) and not sound(accountant("rdp"), vectors)
+    assert sound(accountant("rdp"), STEPS) and not sound(accountant("paper"), FAMILIES["paper"][0])
+    assert math.isinf(accountant("none").epsilon(NonPrivate(10, 0.01), 0.0, 1e-5))
 
 
 @pytest.mark.parametrize("relation", ["add_remove", "zero_out", "replace_input"])
@@ -37,6 +71,6 @@ def test_the_pld_noise_recomputed_by_dp_accounting_from_the_release_event(relati
 ])
 def test_what_a_theorem_does_not_cover_is_refused_in_one_line(name, steps, message):
     with pytest.raises(ConfigError, match=message):
-        accountant(name).noise(steps, 1.0, 1e-5)
-    with pytest.raises(ConfigError, match=r"^accountant='moments' is not allowed: choose one of pld, rdp, prv$"):
+        least_noise(name, steps, 1.0, 1e-5)
+    with pytest.raises(ConfigError, match=r"^accountant='moments' is not allowed: choose one of pld, rdp, prv, "):
         accountant("moments")

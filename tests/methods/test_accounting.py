@@ -19,7 +19,7 @@ from inputdp.methods.accounting import (
     poisson_subsampled_rdp,
     rdp_to_epsilon,
 )
-from inputdp.methods.dirichlet_softmax import calibrate_r
+from inputdp.methods.accounting.rdp import calibrate_r
 
 
 def zhu_wang_loop(q: float, lam: int, eps_hat) -> float:

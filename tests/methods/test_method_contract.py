@@ -136,18 +136,21 @@ def test_out_of_range_targets_are_refused_quickly(name, epsilon, side):
 
 
 def test_a_target_no_noise_meets_is_one_line_whichever_method_forgets_to_say_so():
-    """A plug-in's noise_for that lets the calibration search's InfeasibleTarget through is refused in one line,
-    named by the method, by the one calibration path (Method.calibrate: runs, bench calibrate, the audits)."""
+    """An accountant whose search lets its InfeasibleTarget through (a plug-in's) is refused in one line, named by
+    the method, by the one calibration path (Method.calibrate: runs, bench calibrate, the audits)."""
     from inputdp.core.config import PrivacySpec
     from inputdp.core.errors import ConfigError
+    from inputdp.methods.accounting.accountants import PLD
     from inputdp.methods.accounting.calibration import InfeasibleTarget
     from inputdp.methods.dpsgd import DPSGD
 
+    class Silent(PLD):  # an accountant whose search finds nothing and raises the bare error
+        def least_noise(self, family, epsilon, delta):
+            raise InfeasibleTarget(epsilon, 2.5, "a toy mechanism")
+
     class Forgetful(DPSGD):
         name = "forgetful"
-
-        def noise_for(self, spec):
-            raise InfeasibleTarget(spec.epsilon, 2.5, "a toy mechanism")
+        accountant = Silent()
 
     with pytest.raises(ConfigError, match=r"^forgetful: epsilon=1 is infeasible for a toy mechanism") as err:
         Forgetful().calibrate(PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=10))
@@ -175,8 +178,7 @@ def test_a_declared_release_recomputed_by_dp_accounting_gives_the_claim(method, 
     assert cal.epsilon - 2e-3 <= recomputed <= cal.epsilon + 0.03, (recomputed, cal.epsilon)
     # and the event is the release: half the noise reads a larger epsilon from the same accountant
     half = type(m).calibrated(spec, type(cal)(noise={k: v / 2 for k, v in cal.noise.items()}, epsilon=cal.epsilon,
-                                              details={k: (v / 2 if k.startswith("noise_multiplier") else v)
-                                                       for k, v in cal.details.items()}), options)
+                                              release_noise=cal.release_noise / 2), options)
     assert half.release().epsilon(spec.delta) > 1.5 * cal.epsilon
 
 

@@ -104,7 +104,7 @@ def test_an_accountants_history_as_subsampled_gaussian_writes_it():
     """history = [(noise_multiplier, sampling_rate, steps)] is what T public ``step`` calls leave behind."""
     from opacus.accountants import create_accountant
 
-    from inputdp.methods.subsampled_gaussian import gaussian_epsilon
+    from inputdp.methods.accounting.accountants import GaussianSteps, accountant
 
     public = {}
     for name in ("prv", "rdp"):
@@ -116,7 +116,7 @@ def test_an_accountants_history_as_subsampled_gaussian_writes_it():
         written.history = [(1.1, 0.01, 300)]
         public[name] = stepped.get_epsilon(delta=1e-5)
         assert written.get_epsilon(delta=1e-5) == pytest.approx(public[name], rel=1e-12)
-    ours = gaussian_epsilon(accountant="prv", noise_multiplier=1.1, sampling_rate=0.01, steps=300, delta=1e-5)
+    ours = accountant("prv").epsilon(GaussianSteps(0.01, 300), 1.1, 1e-5)
     assert ours == pytest.approx(public["prv"], rel=1e-12)
 
 

@@ -17,7 +17,8 @@ from scipy import integrate, optimize, special, stats
 from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods.accounting import per_example as pe
-from inputdp.methods.dirichlet_softmax import DirichletSoftmax, calibrate_r
+from inputdp.methods.accounting.rdp import calibrate_r
+from inputdp.methods.dirichlet_softmax import DirichletSoftmax
 from inputdp.methods.gaussian_penultimate import GaussianPenultimate
 
 ALPHA = 3.0

@@ -267,10 +267,10 @@ def test_zero_out_costs_what_add_remove_costs(epsilon):
     accountant.compose(dp_accounting.SelfComposedDpEvent(
         dp_accounting.PoissonSampledDpEvent(spec.sampling_rate, dp_accounting.GaussianDpEvent(zero)), spec.steps))
     theirs = accountant.get_epsilon(spec.delta)
-    from inputdp.methods.subsampled_gaussian import gaussian_epsilon
+    from inputdp.methods.accounting.accountants import GaussianSteps
+    from inputdp.methods.accounting.accountants import accountant as named
 
-    mine = gaussian_epsilon(noise_multiplier=zero, delta=spec.delta, sampling_rate=spec.sampling_rate, steps=spec.steps,
-                            accountant="rdp", relation="zero_out")
+    mine = named("rdp").epsilon(GaussianSteps(spec.sampling_rate, spec.steps, "zero_out"), zero, spec.delta)
     assert mine == pytest.approx(theirs, rel=0.02) and epsilon <= mine
 
 

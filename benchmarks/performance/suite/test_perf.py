@@ -83,14 +83,14 @@ def test_calibration_time(benchmark, figures, method, options, name):
     (Dirichlet's includes the per-example curve's bracket on the vectors, which every run logs)."""
     from inputdp.methods import create_method
     from inputdp.methods.accounting import per_example as pe
-    from inputdp.methods.accounting.accountants import least_noise
+    from inputdp.methods.accounting.accountants import cached_least_noise
     from inputdp.methods.accounting.pld import gaussian_epsilon_pld
-    from inputdp.methods.dirichlet_softmax import calibrate_r
+    from inputdp.methods.accounting.rdp import calibrate_r
 
     spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=256 / 60000, steps=2340)
     m = create_method(method, options)
     m.calibrate(spec)  # warm-up: imports, first calls
-    caches = (calibrate_r, least_noise, pe.calibrate_dirichlet_r, pe.calibrate_gaussian_sigma,
+    caches = (calibrate_r, cached_least_noise, pe.calibrate_dirichlet_r, pe.calibrate_gaussian_sigma,
               pe.dirichlet_vectors_epsilon, pe.gaussian_vectors_epsilon, gaussian_epsilon_pld)
 
     def once():

@@ -1,9 +1,10 @@
 """A toy method written only against inputdp's public interface: DP-SGD in a few lines. Each step clips every
 example's gradient (computed with ``torch.func``) to L2 norm C, sums the batch's, adds N(0, sigma^2 C^2) to the sum
 and divides by the expected batch size: one Poisson-subsampled Gaussian release of an aggregate per step, the event
-dp_accounting composes. Two relations (option ``adjacency``): add/remove one example (the sum moves by C) and one
+dp_accounting composes. Three relations (option ``adjacency``): add/remove one example (the sum moves by C), one
 input replaced (by 2C; dp_accounting's REPLACE_ONE pair), and zero-out (add/remove's pair: the null example's
-gradient is 0). Calibrated with inputdp's PLD accountant under the chosen relation."""
+gradient is 0). It declares its release (``release_family``); inputdp's PLD accountant calibrates it, claims it and
+keeps its ledger."""
 
 from __future__ import annotations
 
@@ -13,11 +14,9 @@ import torch
 from torch.func import functional_call, grad, vmap
 
 from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, RELATIONS
-from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
-from inputdp.methods.accounting.events import Release, subsampled_gaussian_steps
-from inputdp.methods.accounting.pld import gaussian_epsilon_pld, gaussian_noise_multiplier_pld
-from inputdp.methods.base import Calibration, Method, PrivacyClaim
+from inputdp.methods.accounting.releases import GaussianSteps
+from inputdp.methods.base import ClaimText, Method
 
 from . import INFO
 
@@ -35,38 +34,17 @@ class ToyClippedSGD(Method):
         if self.options["adjacency"] not in RELATIONS:
             raise ConfigError(f"adjacency={self.options['adjacency']!r} is not allowed for {self.name}: choose one of "
                               f"{', '.join(RELATIONS)}")
-        self.relation = self.options["adjacency"]
         self._expected = 1
 
-    # --- privacy: the release as an event, its noise from the PLD under the relation ---------------------------
-    def noise_for(self, spec: PrivacySpec) -> Calibration:
-        steps = dict(sampling_rate=spec.sampling_rate, steps=spec.steps, delta=spec.delta, relation=self.relation)
-        sigma = gaussian_noise_multiplier_pld(epsilon=spec.epsilon, **steps)
-        return Calibration(noise={"noise_multiplier": sigma}, epsilon=gaussian_epsilon_pld(noise_multiplier=sigma, **steps),
-                           details={"accountant": "pld", "max_grad_norm": self.options["max_grad_norm"]})
+    # --- privacy: what it releases; the accountant (pld, the family's own) computes the rest ----------------------
+    def release_family(self, spec):
+        return GaussianSteps(spec.sampling_rate, spec.steps, self.options["adjacency"])
 
-    def release(self) -> Release:
-        spec, cal = self._need_calibration()
-        event = subsampled_gaussian_steps(sigma=cal.noise["noise_multiplier"], sampling_rate=spec.sampling_rate,
-                                          steps=spec.steps)
-        return Release(event, self.relation)
-
-    def claim(self) -> PrivacyClaim:
-        spec, cal = self._need_calibration()
-        return PrivacyClaim(mechanism="subsampled_gaussian", parameters=dict(cal.noise),
-                            sampling=f"poisson(q={spec.sampling_rate:g})", steps=spec.steps, epsilon=cal.epsilon,
-                            delta=spec.delta, protects="inputs and labels" if self.relation == ADD_REMOVE else "inputs",
-                            scope="every iterate of the model parameters (each step one noised sum of clipped "
-                                  f"gradients), under {RELATION_TEXT[self.relation]}",
-                            accountant="pld (dp_accounting)", adjacency=self.relation,
-                            noise="seeded from the run's seed (torch's generator)")
-
-    def epsilon_spent(self, steps_done: int) -> float:
-        spec, cal = self._need_calibration()
-        if steps_done <= 0:
-            return 0.0
-        return gaussian_epsilon_pld(noise_multiplier=cal.noise["noise_multiplier"], sampling_rate=spec.sampling_rate,
-                                    steps=steps_done, delta=spec.delta, relation=self.relation)
+    def claim_text(self) -> ClaimText:
+        return ClaimText(mechanism="subsampled_gaussian", parameters={"max_grad_norm": self.options["max_grad_norm"]},
+                         scope="every iterate of the model parameters (each step one noised sum of clipped gradients), "
+                               f"under {RELATION_TEXT[self.options['adjacency']]}",
+                         noise="seeded from the run's seed (torch's generator)")
 
     # --- training: clip each example's gradient, noise the sum once ---------------------------------------------
     def prepare(self, model, optimizer, setup):
@@ -75,7 +53,7 @@ class ToyClippedSGD(Method):
 
     def train_step(self, model, optimizer, x, y):
         params = {k: p for k, p in model.named_parameters() if p.requires_grad}
-        c, sigma = float(self.options["max_grad_norm"]), self._need_calibration()[1].noise["noise_multiplier"]
+        c, sigma = float(self.options["max_grad_norm"]), self.noise()
         optimizer.zero_grad(set_to_none=True)
         loss = None
         if x.shape[0]:

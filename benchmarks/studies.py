@@ -11,27 +11,21 @@ study run again starts nothing: every configuration and audit is found FINISHED 
 
 from __future__ import annotations
 
-import sys
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from inputdp.core import names
-from inputdp.core.claims import NULL
 from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
 from inputdp.core.registry import Entry, Registry
-from inputdp.datasets import load_tensor_data
 from inputdp.methods import METHODS
 
-from .audits.gradient_canaries import CANARY_KIND as GRADIENT_CANARIES
-from .audits.gradient_canaries import check_canary_rows, check_gradient_canaries, gradient_canary_audit
-from .audits.one_run import audit, design_suffix, free_coordinates, resolve_scores
 from .performance import speed
-from .resolve import ResolvedRun, check_feasible, resolve
+from .resolve import ResolvedRun, check_feasible
+from .study_audits import GRADIENT, AuditPlan, check_audits, run_audits
 from .sweep import Overrides, SweepOutcome, expand, resolve_methods, run_sweep
-from .tracking import MLflowTracker, parent_run, run_name, span_parent
+from .tracking import parent_run, span_parent
 
 #: the entry-point group installed packages use to add studies
 ENTRY_POINT_GROUP = "inputdp.studies"
@@ -60,50 +54,6 @@ class StudyPart:
 
 
 @dataclass(frozen=True, kw_only=True)
-class AuditPlan:
-    """An audit of every private row: one run with ``canaries`` canaries of ``canary_kind`` (seed 0), on the row's
-    model or on ``model`` (the exclusive-support test needs a dense one: mlp)."""
-
-    canary_kind: str = "random_pattern"
-    canaries: int = 1000
-    pattern_scale: float = 2.0
-    model: str | None = None
-
-    def of(self, r: ResolvedRun) -> ResolvedRun:
-        """The configuration this audit trains: the row's, on the audit's own model where it names one."""
-
-        if self.model is None:
-            return r
-        # the noise is a function of (method, options, budget), not of the model: the row's calibration stands
-        return resolve(r.config.replace(model=self.model), _calibration=(r.method(), r.calibration))
-
-    def label(self) -> str:
-        return f"{self.canary_kind} x{self.canaries}" + (f" on {self.model}" if self.model else "")
-
-    def applies(self, r: ResolvedRun) -> bool:
-        """Whether this audit can test the row: canaries with coordinates of their own need a method that trains
-        the model's features on images that are not augmented (the others are audited at the mechanism); gradient
-        canaries need DP-SGD with SGD on images that are not augmented."""
-        if self.canary_kind == GRADIENT_CANARIES:
-            try:
-                check_gradient_canaries(r.config, self.canaries, 1.0)
-            except ConfigError:
-                return False
-            return True
-        if r.claim.relation is not None and getattr(r.claim.relation, "excluded", "") == NULL:
-            return False  # input canaries cannot build zero-out's null example (one_run.check_input_design)
-        if self.canary_kind != "canary_inputs":
-            return True
-        method = r.method()
-        return not (method.capabilities.fixed_features or method.augments_inputs or r.config.augment)
-
-
-#: DP-SGD's white-box audit with power: 39,000 gradient canaries through every iterate (each a row of the training
-#: set, so n + m < 1/delta at delta 1e-5 on 60,000 images; reports/gradient-canaries)
-_GRADIENT = AuditPlan(canary_kind=GRADIENT_CANARIES, canaries=39_000)
-
-
-@dataclass(frozen=True, kw_only=True)
 class Study(Entry):
     parts: tuple[StudyPart, ...]
     #: the audits of every private row: by default 1,000 random-pattern canaries on the row's own model (every
@@ -111,7 +61,7 @@ class Study(Entry):
     #: 1,000 canaries with input coordinates of their own on the row's own model (the white-box tests that decide,
     #: THEORY.md, "Auditing"; the last for the rows whose method trains its features on unaugmented images)
     audits: tuple[AuditPlan, ...] = (AuditPlan(), AuditPlan(canary_kind="exclusive_support", canaries=67, model="mlp"),
-                                     AuditPlan(canary_kind="canary_inputs"), _GRADIENT)
+                                     AuditPlan(canary_kind="canary_inputs"), GRADIENT)
     #: what the study is for, and what it leaves out (shown by ``bench study list``)
     note: str = ""
 
@@ -170,7 +120,7 @@ STUDIES.register(Study(
            _dpsgd_replace_input("fashionmnist", "best", (1.0, 2.93)), *_other_relations("fashionmnist", "best", (1.0, 2.93))),
     # no exclusive-support test: no pixel of Fashion-MNIST is blank in all 60,000 training images (0 free
     # coordinates; MNIST has 67); the canaries' own appended coordinates give the white-box test that decides
-    audits=(AuditPlan(), AuditPlan(canary_kind="canary_inputs"), _GRADIENT),
+    audits=(AuditPlan(), AuditPlan(canary_kind="canary_inputs"), GRADIENT),
     note="own-best view, as mnist-best; audited by random patterns, by canaries with input coordinates of their "
          "own (no pixel is blank in every training image, so the exclusive-support test has no room) and DP-SGD by "
          "gradient canaries"))
@@ -184,7 +134,7 @@ STUDIES.register(Study(
         _dpsgd_replace_input(ds, "best", (1.0, 2.93)), *_other_relations(ds, "best", (1.0, 2.93)))),
     # DP-SGD's audit with power under each relation's own design; the fixed-feature methods are audited at their
     # mechanism (reports/mechanism-audits), and input canaries cannot build zero-out's null example
-    audits=(_GRADIENT,),
+    audits=(GRADIENT,),
     note="the sound rows of the best studies under each relation, side by side, at a fraction of their cost (no "
          "Dirichlet, penultimate-Gaussian or PATE rows: reports/mnist-best and fashionmnist-best have them)"))
 STUDIES.register(Study(
@@ -223,28 +173,6 @@ def configurations(study: Study, data_dir: str | None = None, *, check_data: boo
     return check_feasible(expanded(study, data_dir), check_data=check_data)
 
 
-def audit_key(r: ResolvedRun, plan: AuditPlan) -> str:
-    """The store key of a one-run audit of ``r`` (what ``bench audit`` tags it with)."""
-    return f"audit:{r.key()}:{plan.canary_kind}:{plan.canaries}:{plan.pattern_scale:g}{design_suffix(r.claim)}"
-
-
-def audited(runs: Sequence[ResolvedRun]) -> list[ResolvedRun]:
-    """The configurations a study audits: each private (data set, method, recipe, epsilon) once, at its first seed."""
-    seen, out = set(), []
-    for r in runs:
-        row = (r.config.match_key(), r.config.method, r.variant)
-        if r.config.privacy.is_private and row not in seen:
-            seen.add(row)
-            out.append(r)
-    return out
-
-
-def _label(r: ResolvedRun) -> str:
-    c = r.config
-    eps = "inf" if not c.privacy.is_private else f"{c.privacy.epsilon:g}"
-    return f"{c.method}{f' [{r.variant}]' if r.variant else ''} {c.dataset} {c.preset} eps={eps} seed={c.seed}"
-
-
 def rounds(study: Study, runs: Sequence[ResolvedRun]) -> list[list[ResolvedRun]]:
     """The study's configurations in the order it runs them: round k holds every part's k-th seed (every method,
     recipe and epsilon). A study stopped part-way leaves a report with every row at fewer seeds, not some methods
@@ -260,35 +188,6 @@ def rounds(study: Study, runs: Sequence[ResolvedRun]) -> list[list[ResolvedRun]]
             out.append([])
         out[k].append(r)
     return [batch for batch in out if batch]
-
-
-def check_audits(study: Study, runs: Sequence[ResolvedRun]) -> None:
-    """Refuse, in one line and before any work, an audit that the data cannot hold: each exclusive-support canary
-    needs input coordinates of its own that are blank in every training example (MNIST at 60,000 examples leaves 67;
-    Fashion-MNIST none). Otherwise a study would stop at its first such audit, after its whole first round."""
-
-    free: dict[tuple, int] = {}
-    for plan in study.audits:
-        if plan.canary_kind == GRADIENT_CANARIES:
-            for r in (r for r in audited(runs) if plan.applies(r)):
-                try:
-                    check_canary_rows(r.config, plan.canaries)
-                except ConfigError as error:
-                    raise ConfigError(f"study {study.name}: its audit '{plan.label()}' of {_label(r)}: {error}") from None
-            continue
-        if plan.canary_kind != "exclusive_support":
-            continue
-        for r in audited(runs):
-            c = plan.of(r).config
-            where = (c.dataset, c.data_dir, c.train_examples)
-            if where not in free:
-                free[where] = len(free_coordinates(load_tensor_data(c.dataset, data_dir=c.data_dir,
-                                                                    train_examples=c.train_examples)))
-            if plan.canaries > free[where]:
-                raise ConfigError(f"study {study.name}: its audit '{plan.label()}' does not fit {c.dataset}: its "
-                                  f"training examples leave {free[where]} input coordinates blank in all of them "
-                                  f"and each canary needs one of its own; declare at most {free[where]} canaries, "
-                                  "or no exclusive-support audit, for this data set")
 
 
 #: what ``run_study`` may be limited to: the timed work (training and speed runs: alone), or the untimed audits
@@ -312,7 +211,7 @@ def run_study(study: Study, *, tracking_uri: str | None, perf: PerfFlags | None 
     total, extra = SweepOutcome(), []
     try:
         if only == "audits":
-            extra += _audits(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent)
+            extra += run_audits(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent)
         else:
             _rounds(study, runs, total, extra, tracking_uri=tracking_uri, perf=perf, executor=executor,
                     executor_options=executor_options, parent=parent, data_dir=data_dir, audits=only != "training")
@@ -335,41 +234,9 @@ def _rounds(study: Study, runs: Sequence[ResolvedRun], total: SweepOutcome, extr
             raise ConfigError(f"study {study.name}: {len(outcome.failed)} configuration(s) failed "
                               f"({outcome.failed[0].error}); run it again to finish them")
         if k == 0:
-            extra += _audits(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent) if audits else []
+            extra += run_audits(study, runs, tracking_uri=tracking_uri, perf=perf, parent=parent) if audits else []
             extra += [f"speed of {part.dataset} {part.preset}" for part in study.parts if part.speed_steps and
                       speed_run(study, part, tracking_uri=tracking_uri, perf=perf, parent=parent, data_dir=data_dir)]
-
-
-def _audits(study: Study, runs: Sequence[ResolvedRun], *, tracking_uri: str | None, perf: PerfFlags,
-            parent: str) -> list[str]:
-    """Each audit of every private row the store lacks; their labels. A line per finished audit: its place among the
-    study's, its verdict and its minutes."""
-    done, todo = [], [(plan, r) for plan in study.audits for r in audited(runs) if plan.applies(r)]
-    for i, (plan, r) in enumerate(todo, 1):
-        r = plan.of(r)  # the row's configuration, its data fingerprint included, on the audit's model
-        tracker = MLflowTracker(tracking_uri, study.name)
-        key = audit_key(r, plan)
-        # the training runs' claim: skipped when FINISHED or held by a live process (another study on the store); an
-        # unfinished run whose process is gone (even SIGKILLed, left RUNNING) is marked FAILED and the audit redone
-        if tracker.claim(key, names.AUDIT_RUN_PREFIX + run_name(r.config)).status != "claimed":
-            continue
-        tracker.extra_tags.update({names.TAG_KIND: names.KIND_AUDIT, names.TAG_AUDIT_OF: r.config.match_key(),
-                                   names.TAG_CONFIG_KEY: key, names.TAG_PATTERN_SCALE: f"{plan.pattern_scale:g}",
-                                   names.TAG_PARENT_RUN: parent})
-        start = time.monotonic()
-        try:
-            if plan.canary_kind == GRADIENT_CANARIES:
-                got = gradient_canary_audit(r, canaries=plan.canaries, perf=perf, tracker=tracker)
-            else:
-                got = audit(r, canaries=plan.canaries, canary_kind=plan.canary_kind, perf=perf, tracker=tracker,
-                            scores=resolve_scores("auto", plan.canary_kind, r.config.model),
-                            pattern_scale=plan.pattern_scale)
-        finally:
-            tracker.release()
-        done.append(f"audit ({plan.label()}) of {_label(r)}")
-        print(f"[{i}/{len(todo)}] finished {done[-1]}: {got.verdict()} in {(time.monotonic() - start) / 60:.1f} min",
-              file=sys.stderr, flush=True)
-    return done
 
 
 def speed_key(part: StudyPart, perf: PerfFlags) -> str:

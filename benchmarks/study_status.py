@@ -19,7 +19,8 @@ from inputdp.core.errors import DataMissing, one_line
 
 from .presets import PRESETS
 from .resolve import ResolvedRun
-from .studies import _label, audit_key, audited, configurations, speed_key
+from .studies import configurations, speed_key
+from .study_audits import _label, audit_key
 from .tracking import default_tracking_uri, is_alive, open_store, runs_with_key, sqlite_path
 
 #: minutes a speed measurement takes when the store holds none (50 interleaved steps of five methods, and warm-up)
@@ -121,7 +122,7 @@ def status(study, *, tracking_uri: str | None, perf: PerfFlags | None = None, da
         if out.add(_label(r), found(r.key(perf), _train_tag_key(c.method, r.variant, c.seed, c.match_key(), c.model))):
             missing.append(("training", r, ""))
     for plan in study.audits:
-        for r in (r for r in audited(runs) if plan.applies(r)):
+        for r in plan.rows(runs):
             target = plan.of(r)
             c = target.config
             tags = _audit_tag_key(c.method, target.variant, c.match_key(), c.model, plan.canary_kind, plan.canaries)

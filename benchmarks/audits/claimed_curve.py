@@ -47,7 +47,6 @@ from dataclasses import dataclass
 import numpy as np
 from scipy import stats
 
-from inputdp.methods.accounting.events import Release, scaled_event
 from inputdp.methods.accounting.trade_off import TradeOffCurve
 
 #: the level of the claimed-curve test. Its p-value is exact up to the quadrature (a correct DP-SGD is refuted in
@@ -241,26 +240,23 @@ def choose_rates(sim_in: np.ndarray, sim_out: np.ndarray, *, in_trials: int, out
     return tuple(float(CANDIDATE_RATES[i]) for i in sorted(order[:count]))
 
 
-def claimed_family(release, delta: float) -> CurveFamily:
-    """The family of a claim's release (``accounting.events.Release``: a dp_accounting event and its relation) at
-    every noise scale: each Gaussian's noise multiplier times s, the sampling and composition kept; each member's
-    curve and epsilon computed once."""
+def claimed_family(family, accountant, noise: float, delta: float) -> CurveFamily:
+    """The claim's release family (methods/accounting/releases.py) at the claimed noise times every scale s, read by
+    the claim's accountant: each member's curve and epsilon at ``delta`` computed once. The claim itself is s = 1:
+    its epsilon is the claim's, from the same accountant."""
     curves: dict[float, TradeOffCurve] = {}
     epsilons: dict[float, float] = {}
-
-    def at(s: float) -> Release:
-        return Release(scaled_event(release.event, s), release.relation)
 
     def curve_at(s: float) -> TradeOffCurve:
         key = round(float(s), 12)
         if key not in curves:
-            curves[key] = at(key).trade_off()
+            curves[key] = accountant.trade_off(family, noise * key)
         return curves[key]
 
     def epsilon_at(s: float) -> float:
         key = round(float(s), 12)
         if key not in epsilons:
-            epsilons[key] = at(key).epsilon(delta)
+            epsilons[key] = accountant.epsilon(family, noise * key, delta)
         return epsilons[key]
 
-    return CurveFamily(curve_at, epsilon_at, curve_at(1.0).source)
+    return CurveFamily(curve_at, epsilon_at, f"{accountant.label(family)}: {curve_at(1.0).source}")

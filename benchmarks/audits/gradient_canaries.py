@@ -200,12 +200,14 @@ def _claim_and_rates(p, relation, claimed_sigma: float, included: torch.Tensor,
     """What the reading needs of the claim, and the claimed-curve test's rates: given, or fixed now from the claimed
     mechanism (before the run; the coins are the audit's design, not data)."""
     privacy = p.config.privacy
-    claim = ClaimRead(release=p.method.release(), epsilon=privacy.epsilon, delta=privacy.delta, relation=relation.key,
-                      design=relation.excluded, sigma=claimed_sigma, sigma_used=float(p.optimizer.noise_multiplier),
+    claim = ClaimRead(family=p.method.release_family(privacy), accountant=p.method.accountant,
+                      epsilon=privacy.epsilon, delta=privacy.delta, relation=relation.key, design=relation.excluded,
+                      sigma=claimed_sigma, sigma_used=float(p.optimizer.noise_multiplier),
                       sampling_rate=privacy.sampling_rate, steps=privacy.steps)
     if rates is None:
         n_in = int(included.sum())
-        rates = rates_for(claimed_family(claim.release, claim.delta), sampling_rate=claim.sampling_rate,
+        rates = rates_for(claimed_family(claim.family, claim.accountant, claimed_sigma, claim.delta),
+                          sampling_rate=claim.sampling_rate,
                           steps=claim.steps, sigma=claimed_sigma, in_trials=n_in, out_trials=included.numel() - n_in,
                           replaced=relation.excluded == REPLACED)
     return claim, tuple(rates)

@@ -7,15 +7,20 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import math
+import tempfile
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from inputdp.core import names
+from inputdp.core.config import RunConfig
 from inputdp.core.verdicts import CLAIMED_CURVE, NOT_REFUTED, REFUTED, TIGHT, Verdict
 
+from ..resolve import resolve
 from .bounds import ANALYSES, BETA, ScoreOutcome, bound_for_scores, epsilon_lower_bound
 from .canary_gradients import rates_for
 from .claimed_curve import BETA as CURVE_BETA
@@ -166,11 +171,12 @@ def curve_family_text(c: CurveTest) -> str:
 
 @dataclass(frozen=True, kw_only=True)
 class ClaimRead:
-    """What reading a stored game needs of its claim: the release (its epsilon, curve and noise family), the claim's
-    epsilon as the run asked it, delta, the relation and the design the pairs were built under, the calibrated sigma
-    and the one the run used, and the game's q and T."""
+    """What reading a stored game needs of its claim: its release family and accountant (the claimed curve and its
+    noise family: claimed_curve.claimed_family), the claim's epsilon as the run asked it, delta, the relation and the
+    design the pairs were built under, the calibrated sigma and the one the run used, and the game's q and T."""
 
-    release: Any
+    family: Any
+    accountant: Any
     epsilon: float
     delta: float
     relation: str
@@ -192,7 +198,7 @@ def read(claim: ClaimRead, included: np.ndarray, scores: dict[str, np.ndarray], 
     numbers of trials alone, never on the scores)."""
     included = np.asarray(included, dtype=bool)
     m = len(included)
-    family = claimed_family(claim.release, claim.delta)
+    family = claimed_family(claim.family, claim.accountant, claim.sigma, claim.delta)
     if rates is None:
         rates = rates_for(family, sampling_rate=claim.sampling_rate, steps=claim.steps, sigma=claim.sigma,
                           in_trials=int(included.sum()), out_trials=int((~included).sum()),
@@ -246,7 +252,7 @@ def summary(out: GradientCanaryResult) -> tuple[dict[str, float], dict[str, str]
     best, c = out.best, out.curve
     metrics = {names.METRIC_EPSILON_LB: best.epsilon_lb, names.METRIC_EPSILON_LB_CEILING: best.ceiling,
                names.METRIC_AUDIT_GUESSES: best.guesses, names.METRIC_AUDIT_CORRECT: best.correct,
-               names.METRIC_AUDIT_TESTS: out.tests,
+               names.METRIC_AUDIT_TESTS: out.tests, names.METRIC_AUDIT_CANARIES: out.canaries,
                names.METRIC_THREAT_BOUND.format(THREAT): best.epsilon_lb,
                names.METRIC_THREAT_CEILING.format(THREAT): best.ceiling,
                names.METRIC_THREAT_FDP_BOUND.format(THREAT): best.fdp_epsilon_lb,
@@ -270,13 +276,42 @@ def summary(out: GradientCanaryResult) -> tuple[dict[str, float], dict[str, str]
     return metrics, tags
 
 
+#: the artifacts a stored audit is read again from
+SCORES_ARTIFACT, TRADE_OFF_ARTIFACT = "gradient_canaries_scores.csv", "gradient_canaries_trade_off.csv"
+
+
+def reread(client, run) -> tuple[dict[str, float], dict[str, str]]:
+    """A stored gradient-canary audit read again by today's analysis: (metrics, tags) of :func:`summary`. Its claim
+    from its stored configuration (resolved again: the same calibration), each canary's coin and scores from its
+    stored table. An audit run with other noise than its claim's (``mechanism.noise_scale`` != 1) is left alone (()):
+    its stored likelihood ratio was taken at the noise it used, not at the claim's."""
+    params, tags = run.data.params, run.data.tags
+    if float(params.get(names.PARAM_NOISE_SCALE, 1.0)) != 1.0:
+        return {}, {}
+    with tempfile.TemporaryDirectory() as folder:
+        config = json.loads(Path(client.download_artifacts(run.info.run_id, names.RESOLVED_CONFIG_ARTIFACT,
+                                                           folder)).read_text())["configuration"]
+        table = Path(client.download_artifacts(run.info.run_id, SCORES_ARTIFACT, folder)).read_text()
+    config = RunConfig.from_dict(config)
+    method = resolve(config).method()
+    privacy = config.privacy
+    included, scores, sampled = parse_canaries_csv(table)
+    claim = ClaimRead(family=method.release_family(privacy), accountant=method.accountant, epsilon=privacy.epsilon,
+                      delta=privacy.delta, relation=tags.get(names.TAG_AUDIT_RELATION, ""),
+                      design=tags.get(names.TAG_AUDIT_DESIGN, ""), sigma=method.noise(), sigma_used=method.noise(),
+                      sampling_rate=privacy.sampling_rate, steps=privacy.steps)
+    out = read(claim, included, scores, sampled, method=config.method, seed=config.seed,
+               test_accuracy=run.data.metrics.get(names.METRIC_FINAL_TEST_ACCURACY, math.nan))
+    return summary(out)
+
+
 def log(tracker, out: GradientCanaryResult) -> None:
     """The summary's metrics and tags, and the trade-off table and every canary's scores as artifacts."""
     tracker.log_summary(*summary(out))
     log_text = getattr(tracker, "log_text", None)  # the MLflow tracker's; a test's callback may have none
     if log_text is not None:
-        log_text(trade_off_csv(out), "gradient_canaries_trade_off.csv")
-        log_text(canaries_csv(out), "gradient_canaries_scores.csv")
+        log_text(trade_off_csv(out), TRADE_OFF_ARTIFACT)
+        log_text(canaries_csv(out), SCORES_ARTIFACT)
 
 
 def text_report(out: GradientCanaryResult, where: str) -> list[str]:

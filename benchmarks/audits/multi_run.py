@@ -36,6 +36,7 @@ from scipy import stats
 from inputdp.core import names
 from inputdp.core.config import PerfFlags
 from inputdp.core.errors import ConfigError
+from inputdp.core.verdicts import one_run_fields
 from inputdp.datasets import TensorData, load_tensor_data
 from inputdp.datasets.registry import user_cache_dir
 
@@ -374,7 +375,10 @@ def _log(tracker, r: ResolvedRun, out: MultiRunResult) -> None:
                names.METRIC_AUDIT_TN: c.tn, names.METRIC_AUDIT_FAILED: out.failed,
                names.METRIC_AUDIT_SELECTION_BOUND: out.selection_bound, names.METRIC_AUDIT_WALL: out.wall_s,
                names.METRIC_FINAL_TEST_ACCURACY: out.median_test_accuracy}
-    tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: out.score, names.TAG_CANARY_KIND: out.canary_kind,
-                                  names.TAG_AUDIT_MODE: "multi_run", names.TAG_AUDIT_SCORES: out.score,
-                                  names.TAG_AUDIT_RELATION: out.relation, names.TAG_AUDIT_DESIGN: out.design})
+    tags = {names.TAG_AUDIT_BEST_SCORE: out.score, names.TAG_CANARY_KIND: out.canary_kind,
+            names.TAG_AUDIT_MODE: "multi_run", names.TAG_AUDIT_SCORES: out.score, names.TAG_AUDIT_RELATION: out.relation,
+            names.TAG_AUDIT_DESIGN: out.design}
+    verdict_metrics, verdict_tags = one_run_fields(metrics, tags, claimed_epsilon=config.privacy.epsilon,
+                                                   delta=config.privacy.delta, canaries=1)
+    tracker.log_summary({**metrics, **verdict_metrics}, {**tags, **verdict_tags})
     tracker.on_end({}, "FINISHED")

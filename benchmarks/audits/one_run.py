@@ -30,6 +30,7 @@ from inputdp.core import names
 from inputdp.core.claims import ADD_REMOVE, Relation
 from inputdp.core.config import PerfFlags, RunConfig
 from inputdp.core.errors import ConfigError
+from inputdp.core.verdicts import one_run_fields
 from inputdp.datasets import TensorData, load_tensor_data
 
 from ..frontend import model_for
@@ -279,10 +280,13 @@ def _log_audit(tracker, out: AuditResult) -> None:
     for o in out.outcomes:
         metrics[names.METRIC_AUDIT_SCORE_BOUND.format(o.score)] = o.epsilon_lb
         metrics[names.METRIC_AUDIT_SCORE_CEILING.format(o.score)] = o.ceiling
-    tracker.log_summary(metrics, {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: out.canary_kind,
-                                  names.TAG_AUDIT_MODE: "one_run", names.TAG_AUDIT_RELATION: out.relation,
-                                  names.TAG_AUDIT_DESIGN: out.design,
-                                  names.TAG_AUDIT_SCORES: ",".join(o.score for o in out.outcomes)})
+    metrics[names.METRIC_AUDIT_CANARIES] = out.canaries
+    tags = {names.TAG_AUDIT_BEST_SCORE: best.score, names.TAG_CANARY_KIND: out.canary_kind,
+            names.TAG_AUDIT_MODE: "one_run", names.TAG_AUDIT_RELATION: out.relation, names.TAG_AUDIT_DESIGN: out.design,
+            names.TAG_AUDIT_SCORES: ",".join(o.score for o in out.outcomes)}
+    verdict_metrics, verdict_tags = one_run_fields(metrics, tags, claimed_epsilon=out.epsilon_claimed, delta=out.delta,
+                                                   canaries=out.canaries)
+    tracker.log_summary({**metrics, **verdict_metrics}, {**tags, **verdict_tags})
 
 
 #: what callers import from here: the game's, and the statistics', canaries' and scores' names it re-exports

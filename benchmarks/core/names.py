@@ -148,6 +148,7 @@ METRIC_EPSILON_LB_CEILING = "epsilon_lb_ceiling"
 METRIC_AUDIT_GUESSES = "audit_guesses"
 METRIC_AUDIT_CORRECT = "audit_correct"
 METRIC_AUDIT_TESTS = "audit_tests"  # the size of the Bonferroni family
+METRIC_AUDIT_CANARIES = "audit_canaries"  # how many canaries (audits logged before it: unrecorded, 0 in a verdict)
 METRIC_AUDIT_RUNS = "audit_runs"  # multi-run audits: the training runs behind the bound
 METRIC_AUDIT_TP = "audit_tp"  # multi-run audits, on the test half: with the canary, guessed with
 METRIC_AUDIT_FN = "audit_fn"

@@ -113,3 +113,37 @@ def one_run_verdict(*, bound: float, bound_kind: str, ceiling: float, powered: b
     return Verdict(word=word, bound=bound, bound_kind=bound_kind, claimed_epsilon=claimed_epsilon, delta=delta,
                    relation=relation, design=design, canaries=canaries, family=family, tests=tests, level=level,
                    ceiling=ceiling)
+
+
+def one_run_fields(metrics: Mapping[str, float], tags: Mapping[str, str], *, claimed_epsilon: float, delta: float,
+                   canaries: int) -> tuple[dict[str, float], dict[str, str]]:
+    """The verdict fields (``verdict.<threat>.*``) of a one-run or multi-run audit, from the bounds it logged under
+    each threat model (``epsilon_lb.<threat>``, the f-DP bound of the same guesses, their ceilings, whether a test had
+    power): the larger of Steinke's and the f-DP bound, refuted above the claim. What such an audit writes when it
+    ends, and what ``bench store migrate`` adds to one logged before verdicts were fields."""
+    from . import names
+
+    out_m: dict[str, float] = {}
+    out_t: dict[str, str] = {}
+    tests = metrics.get(names.METRIC_AUDIT_TESTS, math.nan)
+    for threat in names.THREATS:
+        steinke = metrics.get(names.METRIC_THREAT_BOUND.format(threat))
+        if steinke is None or not math.isfinite(steinke):
+            continue
+        fdp = metrics.get(names.METRIC_THREAT_FDP_BOUND.format(threat), math.nan)
+        fdp_wins = math.isfinite(fdp) and fdp > steinke + 1e-3  # as ScoreOutcome.decides (fdp_bound.DECIDES_MARGIN)
+        ceilings = [metrics.get(names.METRIC_THREAT_CEILING.format(threat), math.nan),
+                    metrics.get(names.METRIC_THREAT_FDP_CEILING.format(threat), math.nan)]
+        ceiling = max((c for c in ceilings if math.isfinite(c)), default=math.nan)
+        power = metrics.get(names.METRIC_THREAT_POWER.format(threat), 1.0)
+        verdict = one_run_verdict(
+            bound=fdp if fdp_wins else steinke, bound_kind=FDP if fdp_wins else STEINKE, ceiling=ceiling,
+            powered=not (math.isfinite(power) and power <= 0), claimed_epsilon=claimed_epsilon, delta=delta,
+            relation=tags.get(names.TAG_AUDIT_RELATION, ""), design=tags.get(names.TAG_AUDIT_DESIGN, ""),
+            canaries=canaries, family=f"{tags.get(names.TAG_AUDIT_MODE, 'one_run')}: "
+                                      f"{tags.get(names.TAG_AUDIT_SCORES, '')}; Steinke and f-DP",
+            tests=int(tests) if math.isfinite(tests) else 0, level=0.05)
+        m, t = verdict.fields(threat)
+        out_m.update(m)
+        out_t.update(t)
+    return out_m, out_t

@@ -25,16 +25,19 @@ from dataclasses import dataclass
 
 from mlflow.entities import Metric, RunTag
 
+from inputdp.benchmarks.audits.gradient_canary_reading import reread
 from inputdp.benchmarks.presets import preset_options
 from inputdp.core import names
 from inputdp.core.claims import ABSENT, relation_key
 from inputdp.core.errors import ConfigError
+from inputdp.core.verdicts import one_run_fields
 from inputdp.methods import METHODS
 
 from .store import STORE_SCHEMA, open_store
 
 #: what a patch adds to one run: (tags, metrics), each name -> value
 Patch = tuple[dict[str, str], dict[str, float]]
+GRADIENT_CANARIES = names.AUDIT_MODE_GRADIENT_CANARIES
 
 
 def schema_of(mlflow_client, exp_id: str) -> int:
@@ -119,14 +122,44 @@ def _final_epsilon(run) -> Patch:
     return {}, {names.METRIC_FINAL_EPSILON_SPENT: m[names.METRIC_EPSILON_SPENT]}
 
 
+def _audit_verdicts(run) -> Patch:
+    """A one-run or multi-run audit's verdict fields, from the bounds it logged (core/verdicts.py)."""
+    tags, m = run.data.tags, run.data.metrics
+    if (tags.get(names.TAG_KIND) != names.KIND_AUDIT or tags.get(names.TAG_CANARY_KIND) == GRADIENT_CANARIES
+            or any(k.startswith("verdict.") for k in tags)):
+        return {}, {}
+    try:
+        epsilon = float(run.data.params.get(names.PARAM_EPSILON, "nan"))
+        delta = float(run.data.params.get(names.PARAM_DELTA, "nan"))
+    except ValueError:
+        return {}, {}
+    metrics, new_tags = one_run_fields(m, tags, claimed_epsilon=epsilon, delta=delta,
+                                       canaries=int(m.get(names.METRIC_AUDIT_CANARIES, 0)))
+    return new_tags, metrics
+
+
+def _claimed_curve(run, client=None) -> Patch:
+    """A gradient-canary audit logged before its verdict was the claimed-curve test: its stored canaries' coins and
+    scores read again by today's analysis (the claim's release family and accountant from its stored configuration;
+    the rates from the claimed mechanism alone), so that a change of analysis re-reads, never re-trains."""
+    tags = run.data.tags
+    if (client is None or tags.get(names.TAG_CANARY_KIND) != GRADIENT_CANARIES
+            or any(k.startswith("verdict.") for k in tags)):
+        return {}, {}
+    metrics, new_tags = reread(client, run)
+    known = set(run.data.metrics) | set(tags)
+    return ({k: v for k, v in new_tags.items() if k not in known},
+            {k: v for k, v in metrics.items() if k not in known})
+
+
 @dataclass(frozen=True)
 class Step:
     name: str
     what: str
-    patch: Callable[[object], Patch]
+    patch: Callable[..., Patch]
 
 
-#: each step of schema 1 -> 2: what it adds to a run that lacks it, and from what
+#: each step of schema 1 -> 2 -> 3: what it adds to a run that lacks it, and from what
 STEPS = (
     Step("relation", "the claim's relation as a key (privacy.relation), from the relation its adjacency text names",
          _relation),
@@ -137,7 +170,15 @@ STEPS = (
     Step("audit_design", "an audit's design tag: absent (audits logged before designs followed the claim's "
          "relation built every excluded canary absent)", _audit_design),
     Step("final_epsilon", "final_epsilon_spent, from the run's last epsilon_spent", _final_epsilon),
+    Step("audit_verdicts", "an audit's verdict as fields (verdict.THREAT.word, bound, its kind, ceiling, the claim, "
+         "relation, design, family, level), from the bounds it logged", _audit_verdicts),
+    Step("claimed_curve", "a gradient-canary audit's claimed-curve verdict and figures, its stored canaries' coins "
+         "and scores read again (its one-run readings kept)", _claimed_curve),
 )
+
+
+#: the steps that read a run's artifacts (the store's client is handed to them)
+_READS_ARTIFACTS = (_claimed_curve,)
 
 
 def _finished_runs(mlflow_client, exp_id: str) -> list:
@@ -152,13 +193,15 @@ def _finished_runs(mlflow_client, exp_id: str) -> list:
             return runs
 
 
-def _patches(runs: list) -> list[tuple]:
-    """(run, tags, metrics, the names of the steps that add them) for each run some step adds to."""
+def _patches(runs: list, client=None) -> list[tuple]:
+    """(run, tags, metrics, the names of the steps that add them) for each run some step adds to (``client``: the
+    store, for the steps that read a run's artifacts; without it they add nothing)."""
     out = []
     for run in runs:
         tags, metrics, steps = {}, {}, []
-        for step in STEPS:
-            t, m = step.patch(run)
+        for step in STEPS:  # each step reads the run as the steps before it left it
+            seen = _As(run, tags, metrics)
+            t, m = step.patch(seen, client) if step.patch in _READS_ARTIFACTS else step.patch(seen)
             if t or m:
                 steps.append(step.name)
             tags.update(t)
@@ -166,6 +209,15 @@ def _patches(runs: list) -> list[tuple]:
         if steps:
             out.append((run, tags, metrics, steps))
     return out
+
+
+class _As:
+    """A stored run as the migration's earlier steps leave it: its tags and metrics with their additions."""
+
+    def __init__(self, run, tags: dict[str, str], metrics: dict[str, float]):
+        self.info = run.info
+        self.data = type("Data", (), {"tags": {**run.data.tags, **tags}, "metrics": {**run.data.metrics, **metrics},
+                                      "params": run.data.params})()
 
 
 def migrate(tracking_uri: str | None, experiment: str, *, dry_run: bool = False) -> tuple[int, int, Counter]:
@@ -181,7 +233,7 @@ def migrate(tracking_uri: str | None, experiment: str, *, dry_run: bool = False)
     if before > STORE_SCHEMA:
         check_schema(mlflow_client, exp_id, str(tracking_uri), experiment)
     runs, changed = _finished_runs(mlflow_client, exp_id), Counter()
-    for run, tags, metrics, steps in _patches(runs):
+    for run, tags, metrics, steps in _patches(runs, mlflow_client):
         changed.update(steps)
         if not dry_run:
             ts = int(time.time() * 1000)

@@ -30,7 +30,7 @@ from .uri import (
 )
 
 #: the store schema this code writes and the leaderboard reads (what each version adds: schema.py)
-STORE_SCHEMA = 2
+STORE_SCHEMA = 3
 
 
 def lock_path(uri: str) -> Path | None:

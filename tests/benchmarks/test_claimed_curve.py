@@ -24,7 +24,7 @@ from inputdp.benchmarks.audits.claimed_curve import (
     curve_test,
     rank_of,
 )
-from inputdp.methods.accounting.accountants import GaussianSteps
+from inputdp.methods.accounting.accountants import GaussianSteps, accountant
 from inputdp.methods.accounting.events import Release
 from inputdp.methods.accounting.one_release import gaussian_release_epsilon
 from inputdp.methods.accounting.trade_off import gaussian_curve
@@ -68,7 +68,7 @@ def test_unsampled_gaussians_under_add_remove_have_the_exact_composed_curve():
 def test_the_subsampled_gaussian_s_curve_is_the_mechanism_s():
     """mnist-cpu's DP-SGD at eps 1 under replace_input is within the grid's error of mu-GDP with mu = 0.2678
     (shared/REFERENCE.md's check), and the curve rises with the noise (what the certification's bisection needs)."""
-    family = claimed_family(GaussianSteps(256 / 60000, 2340, "replace_input").at(1.5660), DELTA)
+    family = claimed_family(GaussianSteps(256 / 60000, 2340, "replace_input"), accountant("pld"), 1.5660, DELTA)
     got = family.curve_at(1.0)(ALPHAS)
     assert np.max(np.abs(got - ndtr(ndtri(1 - ALPHAS) - 0.2678))) < 2e-3
     assert np.all(family.curve_at(0.8)(ALPHAS) <= got + 1e-12) and family.epsilon_at(0.8) > family.epsilon_at(1.0)
@@ -129,7 +129,7 @@ def test_a_quantile_threshold_keeps_the_power_a_fixed_score_threshold_loses():
     score falls below a threshold the claimed mechanism suggests (all false negatives, no power), while the excluded
     canaries' quantile at the same rate refutes the claim."""
     q, steps, sigma, n = 0.01, 200, 0.97, 4000
-    family = claimed_family(GaussianSteps(q, steps, "add_remove").at(sigma), DELTA)
+    family = claimed_family(GaussianSteps(q, steps, "add_remove"), accountant("pld"), sigma, DELTA)
     kw = {"sampling_rate": q, "steps": steps, "score_sigma": sigma, "trials": n, "replaced": False}
     claimed_out = simulate_scores(sigma=sigma, sign=0.0, seed=1, **kw)
     fixed = float(np.quantile(claimed_out, 1 - 0.2))

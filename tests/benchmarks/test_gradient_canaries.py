@@ -32,7 +32,7 @@ from inputdp.benchmarks.cli import main as cli_main
 from inputdp.benchmarks.resolve import resolve
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import load_tensor_data
-from inputdp.methods.accounting.accountants import GaussianSteps
+from inputdp.methods.accounting.accountants import GaussianSteps, accountant
 
 from ..helpers import QUIET, smoke_config
 
@@ -219,9 +219,10 @@ def test_the_verdict_is_the_claimed_curve_test_and_the_one_run_readings_stand_be
     rng = np.random.default_rng(0)
     included = rng.random(m) < 0.5
     scores = {PRIMARY: rng.normal(size=m), "last_iterate": np.where(included, 1.0, -1.0) + 0.01 * rng.normal(size=m)}
-    release = GaussianSteps(0.01, 50, "replace_input").at(3.0)
-    claim = ClaimRead(release=release, epsilon=release.epsilon(1e-5), delta=1e-5, relation="replace_input",
-                      design="replaced", sigma=3.0, sigma_used=3.0, sampling_rate=0.01, steps=50)
+    family, pld = GaussianSteps(0.01, 50, "replace_input"), accountant("pld")
+    claim = ClaimRead(family=family, accountant=pld, epsilon=pld.epsilon(family, 3.0, 1e-5), delta=1e-5,
+                      relation="replace_input", design="replaced", sigma=3.0, sigma_used=3.0, sampling_rate=0.01,
+                      steps=50)
     out = read(claim, included, scores, np.zeros(m, dtype=int), rates=(0.5,))
     assert out.score_lb("last_iterate") > claim.epsilon  # every guess right: far above the claim
     assert out.epsilon_lb == out.score_lb(PRIMARY) < 0.5  # a coin: no evidence

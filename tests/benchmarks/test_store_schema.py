@@ -92,7 +92,7 @@ def old_store(tmp_path):
 def test_a_new_experiment_is_made_in_the_current_schema_and_an_old_one_keeps_its_own(tmp_path):
     uri = f"sqlite:///{tmp_path / 'new.db'}"
     c, exp = open_store(uri, "fresh")
-    assert schema_of(c, exp) == STORE_SCHEMA == 2
+    assert schema_of(c, exp) == STORE_SCHEMA == 3
     old = MlflowClient(uri).create_experiment("made-before")
     c, exp = open_store(uri, "made-before")  # opened for writing by this code: still not migrated
     assert exp == old and schema_of(c, exp) == 1
@@ -124,14 +124,15 @@ def test_migrate_adds_what_the_leaderboard_reads_and_changes_no_value(old_store,
     assert main(["store", "migrate", "--tracking-uri", uri, "--experiment", EXP]) == 0
     out = capsys.readouterr().out
     for line in ("relation: added to 3 run(s)", "threat_split: added to 2 run(s)", "lr_rule_variant: added to 2 run(s)",
-                 "audit_design: added to 2 run(s)", "final_epsilon: added to 1 run(s)"):
+                 "audit_design: added to 2 run(s)", "final_epsilon: added to 1 run(s)",
+                 "audit_verdicts: added to 3 run(s)"):
         assert line in out, out
     assert schema_of(c, exp) == STORE_SCHEMA
     after = {k: c.get_run(i).data for k, i in ids.items()}
     for k in ids:  # what a run had, it still has, value for value (the variant grows by what it lacked)
         assert {t: v for t, v in before[k].tags.items() if t != names.TAG_VARIANT}.items() <= after[k].tags.items()
         assert before[k].metrics.items() <= after[k].metrics.items()
-    for k in ("killed", "current", "split", "named", "own"):  # not read, or carrying all already: untouched
+    for k in ("killed", "current", "named", "own"):  # not read, or carrying all already: untouched
         assert (after[k].tags, after[k].metrics) == (before[k].tags, before[k].metrics), k
     assert after["mechanism"].tags[names.TAG_PRIVACY_RELATION] == REPLACE_INPUT
     assert names.TAG_AUDIT_DESIGN not in after["mechanism"].tags  # its pairs are the release's, not canaries
@@ -151,9 +152,14 @@ def test_migrate_adds_what_the_leaderboard_reads_and_changes_no_value(old_store,
     assert (a.loc[ids["white"], "lb_white_box"], a.loc[ids["white"], "ceiling_white_box"]) == (0.5, 4.0)
     assert a.loc[ids["black"], ["lb_white_box", "ceiling_white_box"]].isna().all()
     assert a.loc[ids["white"], ["lb_black_box", "ceiling_black_box"]].isna().all()
+    # each audit's verdict as fields, from the bounds it logged (the split ones' included): not refuted, its ceiling
+    split = after["split"]
+    assert split.tags["verdict.black_box.word"] == "not refuted" and split.metrics["verdict.black_box.ceiling"] == 5.0
+    assert after["white"].tags["verdict.white_box.bound_kind"] == "steinke"
+    assert after["white"].metrics["verdict.white_box.bound"] == 0.5
 
     assert main(["store", "migrate", "--tracking-uri", uri, "--experiment", EXP]) == 0  # twice: nothing left to add
-    assert "every run already carries what schema 2 reads" in capsys.readouterr().out
+    assert "every run already carries what schema 3 reads" in capsys.readouterr().out
     assert {k: c.get_run(i).data.tags for k, i in ids.items()} == {k: d.tags for k, d in after.items()}
 
 
@@ -167,7 +173,7 @@ def test_a_newer_schema_is_refused_and_a_missing_experiment_named(old_store, cap
     assert main(["store", "migrate", "--tracking-uri", uri, "--experiment", "olld"]) == 2
     assert "'olld' is not in the store: it holds old" in capsys.readouterr().err
     assert main(["store", "schema", "--tracking-uri", uri]) == 0
-    assert "old: schema 3 (this inputdp reads 2" in capsys.readouterr().out
+    assert "old: schema 4 (this inputdp reads 3" in capsys.readouterr().out
 
 
 def test_an_old_run_logged_after_the_migration_is_refused_and_bench_run_skips_the_audits(old_store, capsys):

@@ -8,7 +8,8 @@ import time
 import pytest
 
 from inputdp.benchmarks.cli import main
-from inputdp.benchmarks.studies import STUDIES, audited, configurations, rounds
+from inputdp.benchmarks.studies import STUDIES, configurations, rounds
+from inputdp.benchmarks.study_audits import audited
 from inputdp.methods import METHODS
 
 
@@ -36,7 +37,8 @@ def test_the_published_studies_are_declared():
         "dirichlet_softmax", "dpsgd", "gaussian_penultimate", "pate"}
     gradient = [r for r in audited(cpu) if plans[3].applies(r)]
     assert {(r.config.method, r.variant) for r in gradient} == {("dpsgd", ""), ("dpsgd", "adjacency=replace_input")}
-    assert len(gradient) == 4
+    assert len(gradient) == 4 and plans[3].every_seed
+    assert len(plans[3].rows(cpu)) == 12 and {r.config.seed for r in plans[3].rows(cpu)} == {0, 1, 2}
     for name in ("mnist-best", "fashionmnist-best"):
         runs = configurations(STUDIES.get(name), check_data=False)
         assert {r.config.privacy.epsilon for r in runs if r.config.privacy.is_private} == {1.0, 2.93}
@@ -238,7 +240,7 @@ def test_the_declared_exclusive_support_audits_fit_their_data(shared_data):
     """On the real data: MNIST's 60,000 training images leave 67 coordinates blank in all of them (the audit's 67
     canaries), Fashion-MNIST's none, so fashionmnist-best declares random patterns only (both bounds)."""
     from inputdp.benchmarks.audits.one_run import free_coordinates
-    from inputdp.benchmarks.studies import check_audits
+    from inputdp.benchmarks.study_audits import check_audits
     from inputdp.datasets import load_tensor_data
 
     free = {name: len(free_coordinates(load_tensor_data(name, data_dir=str(shared_data), download=False)))
@@ -308,10 +310,10 @@ def test_status_without_the_data_reads_the_declaration_and_estimates(tmp_path, m
     assert main(["study", "status", "mnist-cpu", "--tracking-uri", uri]) == 0
     out = capsys.readouterr().out
     n = len(configurations(STUDIES.get("mnist-cpu"), check_data=False))
-    assert f"0 done, 0 running, {n + 14 + 14 + 10 + 4 + 1} missing" in out  # 45 runs, 42 audits, a speed run
-    assert "training dpsgd x12" in out and "audit gradient_canaries x4" in out and "speed x1" in out
-    # 87 runs and audits at the cpu preset's 0.4 to 2.3 minutes, and 5 for the speed run
-    assert "estimated time for the missing work: about 40 min to 3 h 25 min" in out and "the data are not at hand" in out
+    assert f"0 done, 0 running, {n + 14 + 14 + 10 + 12 + 1} missing" in out  # 45 runs, 50 audits, a speed run
+    assert "training dpsgd x12" in out and "audit gradient_canaries x12" in out and "speed x1" in out
+    # 95 runs and audits at the cpu preset's 0.4 to 2.3 minutes, and 5 for the speed run
+    assert "estimated time for the missing work: about 43 min to 3 h 44 min" in out and "the data are not at hand" in out
     assert not (tmp_path / "none.db").exists()  # reading a status creates no store
 
 
@@ -339,7 +341,7 @@ def test_status_matched_by_tags_finds_a_stored_run(tmp_path, monkeypatch, capsys
     # training), at the stored 3 minutes instead of the preset's 0.4 to 2.3 (the replace_input recipe's six are another
     # recipe: still the preset's); one run fewer missing
     audits = sum(label.startswith("audit (") and " of dpsgd mnist " in label for label in st.missing)
-    assert audits == 8
+    assert audits == 12  # random patterns, exclusive support, canary inputs at seed 0, gradient canaries at 3 seeds
     assert lo == pytest.approx(preset_only[0] - (6 + audits) * 0.4 + (5 + audits) * 3)
     assert hi == pytest.approx(preset_only[1] - (6 + audits) * 2.3 + (5 + audits) * 3)
 

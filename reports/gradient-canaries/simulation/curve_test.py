@@ -21,7 +21,7 @@ import numpy as np
 
 from inputdp.benchmarks.audits.canary_gradients import SIMULATED_TRIALS, THRESHOLD_SEED, rates_for, simulate_scores
 from inputdp.benchmarks.audits.claimed_curve import claimed_family, curve_test
-from inputdp.methods.accounting.accountants import GaussianSteps, least_noise
+from inputdp.methods.accounting.accountants import GaussianSteps, accountant, least_noise
 
 DELTA = 1e-5
 
@@ -35,8 +35,7 @@ def main(argv: list[str]) -> None:
         scale = least_noise("pld", GaussianSteps(q, steps, "add_remove"), eps, DELTA) / sigma
     else:
         scale = float(scale_arg)
-    release = GaussianSteps(q, steps, relation).at(sigma)
-    family = claimed_family(release, DELTA)
+    family = claimed_family(GaussianSteps(q, steps, relation), accountant("pld"), sigma, DELTA)
     replaced = relation == "replace_input"
     out_sign = -1.0 if replaced else 0.0
     t0 = time.perf_counter()

@@ -17,8 +17,9 @@ import re
 import pandas as pd
 
 from inputdp.core.claims import ADD_REMOVE, ADD_REMOVE_IS_ZERO_OUT, RELATION_VALUES, REPLACE_INPUT, ZERO_OUT, relation_named
+from inputdp.core.verdicts import REFUTED, TIGHT
 
-from .verdicts import SOUND, covers_model
+from .verdicts import SOUND, covers_model, curve_text
 
 #: the relations as the answer names them, with what each protects (its one-line legend)
 RELATION_LEGEND = {
@@ -79,8 +80,9 @@ def _number(row, column: str) -> float:
 
 def audit_cell(row) -> str:
     """A row's audits in the suite's four words, from the board's columns (as ``verdicts._audited`` reads them): a
-    refutation alone where the model's or the mechanism's audit refutes the claim; else the mechanism audit's word
-    (tight to X, or not tight), then the model's audits under the claim's relation: not refuted (ceiling X: the most
+    refutation alone where the model's, the claimed curve's or the mechanism's audit refutes the claim; else what the
+    claimed curve certifies (tight to X: its audits' median), the mechanism audit's word (tight to X, or not tight),
+    then the model's audits under the claim's relation: not refuted (ceiling X: the most
     its tests with power could show; the board keeps only their ceilings), no power, or not audited (saying when
     audits of another design were not counted)."""
     threats = ("white_box", "black_box")
@@ -89,6 +91,8 @@ def audit_cell(row) -> str:
     lbs = [x for x in (_number(row, f"{t}_lb") for t in threats) if not math.isnan(x)]
     if lbs and max(lbs) > float(row["epsilon"]):
         return f"refuted ({max(lbs):.2f} > {float(row['epsilon']):g}){under}"
+    if str(row.get("curve_word", "") or "") == REFUTED:
+        return curve_text(row) + under
     found = _MECHANISM_WORDS.match(str(row.get("mechanism audit", "") or ""))
     if found and found[1] == "refuted":
         return "refuted at the mechanism"
@@ -96,7 +100,8 @@ def audit_cell(row) -> str:
     measured_in = str(row.get("mechanism_from", "") or "")  # the summary's: another study's audit of the same release
     if measured_in and measured_in != str(row.get("study", "") or ""):
         notes.append(f"in {measured_in}")
-    parts = [f"{found[1]} at the mechanism" + (f" ({'; '.join(notes)})" if notes else "")] if found else []
+    parts = [curve_text(row)] if str(row.get("curve_word", "") or "") == TIGHT else []
+    parts += [f"{found[1]} at the mechanism" + (f" ({'; '.join(notes)})" if notes else "")] if found else []
     audits = sum(0 if math.isnan(n) else int(n) for n in (_number(row, f"{t}_audits") for t in threats))
     ceiling = max((x for x in (_number(row, f"{t}_ceiling") for t in threats) if not math.isnan(x)), default=0.0)
     if not audits:

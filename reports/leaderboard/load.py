@@ -16,6 +16,7 @@ from inputdp.benchmarks.sweep import Overrides, build_config
 from inputdp.benchmarks.tracking import check_schema, default_tracking_uri, open_store
 from inputdp.core import names
 from inputdp.core.claims import ADJACENCY
+from inputdp.core.verdicts import PREFIX
 
 #: one leaderboard row per recipe and budget: runs at another (q, T) are another configuration, not more seeds
 GROUP = ["dataset", "preset", "model", "method", "epsilon", "q", "T"]
@@ -244,3 +245,9 @@ def _threat_bounds(runs: pd.DataFrame, out: pd.DataFrame) -> None:
                             # 1/0 whether any of the threat's tests had power (audits logged before: none said)
                             (f"power_{threat}", names.METRIC_THREAT_POWER)):
             out[col] = pd.to_numeric(_col(runs, f"metrics.{metric.format(threat)}"), errors="coerce")
+        # each audit's verdict as it stored it (core/verdicts.py: the fields, never its prose)
+        prefix = PREFIX.format(threat)
+        for field in ("word", "bound_kind"):
+            out[f"verdict_{field}_{threat}"] = _col(runs, f"tags.{prefix}{field}", "").fillna("")
+        for field in ("bound", "claimed_epsilon", "ceiling", "tests", "level"):
+            out[f"verdict_{field}_{threat}"] = pd.to_numeric(_col(runs, f"metrics.{prefix}{field}"), errors="coerce")

@@ -14,6 +14,7 @@ import pandas as pd
 from inputdp.benchmarks.audits.fdp_bound import DECIDES_MARGIN
 from inputdp.core import names
 from inputdp.core.claims import ABSENT, RELATION_VALUES
+from inputdp.core.verdicts import CLAIMED_CURVE, REFUTED, TIGHT
 
 
 def _same_claim(audits: pd.DataFrame, row) -> pd.DataFrame:
@@ -103,6 +104,8 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
     mech = _mechanism_audits(audits)
     audits = _model_audits(audits)
     board["mechanism audit"] = ""
+    for column in CURVE_COLUMNS:
+        board[column] = np.nan if column != "curve_word" else ""
     for threat in names.THREATS:
         board[f"{threat}_lb"] = np.nan
         board[f"{threat}_ceiling"] = np.nan
@@ -134,9 +137,48 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
                 decides = str(got.loc[got[f"best_{threat}"].astype(float).idxmax(), f"decides_{threat}"])
         word, text = _mechanism_verdict(_same_mechanism(mech, r)) if math.isfinite(claimed) else ("", "")
         board.loc[i, "mechanism audit"] = text
+        curve = claimed_curve(hit)
+        for column, value in curve.items():
+            board.loc[i, column] = value
         audited = _audited(r, _ModelAudits(best_lb, best_threat, ceiling, decides, powered, other_design), word, text)
+        if curve and curve["curve_word"] == REFUTED:
+            audited = f"claim {curve_text(curve)}{_under(r)}"
+        elif curve:
+            audited = f"{curve_text(curve)}; the one-run readings: {audited}"
         board.loc[i, "verdict"] = "; ".join(v for v in (_vectors_verdict(r), audited) if v)
 
+
+
+#: a row's claimed-curve reading (its gradient-canary audits' verdict fields): the word, the median, least and largest
+#: certified fraction of the claim over its audits, how many audits and how many refute
+CURVE_COLUMNS = ("curve_word", "curve_median", "curve_min", "curve_max", "curve_audits", "curve_refuted")
+
+
+def claimed_curve(hit: pd.DataFrame) -> dict[str, float | str]:
+    """A row's claimed-curve reading from the verdict fields of its audits whose test read the claim's own curve
+    (the gradient canaries at each seed): refuted where one of them is, else tight to the median of what they
+    certify over the claim. Empty where none did."""
+    column = "verdict_bound_kind_white_box"
+    if hit.empty or column not in hit.columns:
+        return {}
+    curve = hit[hit[column] == CLAIMED_CURVE]
+    if curve.empty:
+        return {}
+    ratio = (curve["verdict_bound_white_box"].astype(float) / curve["verdict_claimed_epsilon_white_box"].astype(float))
+    refuted = int((curve["verdict_word_white_box"] == REFUTED).sum())
+    return {"curve_word": REFUTED if refuted else TIGHT, "curve_median": float(ratio.median()),
+            "curve_min": float(ratio.min()), "curve_max": float(ratio.max()), "curve_audits": len(curve),
+            "curve_refuted": refuted}
+
+
+def curve_text(curve) -> str:
+    """The claimed-curve reading in words: "tight to 0.87 of the claimed curve (median of 3 seeds, 0.80-0.93)"."""
+    n = int(curve["curve_audits"])
+    if curve["curve_word"] == REFUTED:
+        return f"refuted by the claimed curve ({int(curve['curve_refuted'])} of {n} audits)"
+    spread = f", {curve['curve_min']:.2f}-{curve['curve_max']:.2f}" if n > 1 else ""
+    return f"tight to {curve['curve_median']:.2f} of the claimed curve ({'median of ' if n > 1 else ''}{n} " \
+           f"seed{'s' if n > 1 else ''}{spread})"
 
 
 @dataclass(frozen=True)
@@ -262,6 +304,8 @@ def short_verdict(full: str) -> str:
         return "no power"
     if "refuted at the mechanism" in v:
         return "refuted at the mechanism"
+    if "refuted by the claimed curve" in v:
+        return "refuted by the claimed curve"
     tight = re.search(r"tight to ([0-9.]+)", v)
     if tight:
         return f"tight to {tight.group(1)}"

@@ -732,6 +732,44 @@ def test_the_answer_s_audits_cell_agrees_with_the_board_s_verdict():
     assert cells["refuted"].startswith("refuted (3.20 > 1)") and "refuted" in verdicts["refuted"]
 
 
+def test_a_row_reads_its_claimed_curve_audits_from_their_verdict_fields():
+    """Gradient-canary audits store their claimed-curve verdict as fields (bound kind claimed_curve, the certified
+    epsilon, the claim's): a row with three reads tight to their median fraction, its spread named, before the one-run
+    readings; one refutation among them refutes the row (no guarantee for the released model), said alone in the
+    answer."""
+    from inputdp.reports.leaderboard.answer import audit_cell
+    from inputdp.reports.leaderboard.verdicts import NO_GUARANTEE, SOUND, _join_audits, covers_model
+
+    def audit(method, seed, certified, word):
+        return {"dataset": "mnist", "method": method, "epsilon": 1.0, "delta": 1e-5, "kind": "audit", "seed": seed,
+                "canary_kind": "gradient_canaries", "model": "m", "audit_mode": "gradient_canaries",
+                "audit_runs": math.nan, "audit_design": "replaced", "lb_white_box": 0.5, "ceiling_white_box": 8.87,
+                "fdp_white_box": 0.5, "fdp_ceiling_white_box": 8.87, "power_white_box": 1.0,
+                "lb_black_box": math.nan, "ceiling_black_box": math.nan, "verdict_bound_kind_white_box": "claimed_curve",
+                "verdict_word_white_box": word, "verdict_bound_white_box": certified,
+                "verdict_claimed_epsilon_white_box": 0.999}
+
+    rows = [{"dataset": "mnist", "method": m, "method_name": "dpsgd", "epsilon": 1.0, "delta": 1e-5, "q": 0.01,
+             "T": 10, "relation_key": "replace_input", "adjacency": "one input replaced", "vectors_lb": math.nan,
+             "accountant": "pld", "guarantee": "true"} for m in ("tight", "broken")]
+    audits = pd.DataFrame([audit("tight", 0, 0.85, "tight"), audit("tight", 1, 0.80, "tight"),
+                           audit("tight", 2, 0.93, "tight"), audit("broken", 0, 0.9, "tight"),
+                           audit("broken", 1, 1.4, "refuted")])
+    board = pd.DataFrame(rows)
+    _join_audits(board, audits)
+    row = board.set_index("method")
+    assert row.loc["tight", "curve_audits"] == 3 and row.loc["tight", "curve_median"] == pytest.approx(0.85 / 0.999)
+    assert row.loc["tight", "verdict"].startswith("tight to 0.85 of the claimed curve (median of 3 seeds, 0.80-0.93); "
+                                                  "the one-run readings: not refuted (ceiling 8.87) under replace_input")
+    assert covers_model("yes", row.loc["tight", "verdict"]) == SOUND
+    assert row.loc["broken", "verdict"] == "claim refuted by the claimed curve (1 of 2 audits) under replace_input"
+    assert covers_model("yes", row.loc["broken", "verdict"]) == NO_GUARANTEE
+    cells = {r["method"]: audit_cell(r) for _, r in board.iterrows()}
+    assert cells["tight"] == ("tight to 0.85 of the claimed curve (median of 3 seeds, 0.80-0.93); not refuted "
+                              "(ceiling 8.87) under replace_input")
+    assert cells["broken"] == "refuted by the claimed curve (1 of 2 audits) under replace_input"
+
+
 def test_the_readme_answer_does_not_read_a_study_s_audits_of_an_older_design(tmp_path):
     """A study whose audits.csv predates the design column shows no verdict in the answer, only that its audits
     are not read; the same configuration in a study whose audits are current is preferred, its verdict shown; a

@@ -87,6 +87,9 @@ class ClaimText:
     adjacency: str = ""
     relation: str = ""
     needs_public_data: bool = False
+    #: the relations the claim covers at its epsilon, where it covers more than its own relation's rule gives
+    #: (``core.claims.relations_covered``): PATE's, which replaces one example, input and label
+    covers: tuple[str, ...] = ()
 
 
 #: the accountant a release family is read by when the method names none (option ``accountant``)
@@ -240,7 +243,7 @@ class Method(ABC):
             protects=text.protects or (RELATION_VALUES[relation].protects if relation else "nothing"),
             scope=text.scope, needs_public_data=text.needs_public_data, accountant=acc.label(family),
             adjacency=text.adjacency or RELATION_TEXT.get(relation, ""), guarantee=sound, noise=text.noise,
-            relation=text.relation or relation or None, **extras)
+            relation=text.relation or relation or None, covers=tuple(text.covers), **extras)
 
     # --- training ------------------------------------------------------------------------------------------
     def unwrap(self, model: nn.Module) -> nn.Module:

@@ -11,6 +11,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 import pandas as pd  # noqa: E402
 
+from .leaderboard.reading import reading
+
 COLOURS = {"dirichlet_softmax": "tab:blue", "dpsgd": "tab:red", "gaussian_penultimate": "tab:green",
            "pate": "tab:purple", "nonprivate": "black", "dp_least_squares": "tab:brown",
            "feature_perturbation": "tab:orange"}
@@ -34,10 +36,9 @@ def _series(private: pd.DataFrame):
 
 
 def series_style(label: str, rows: pd.DataFrame) -> tuple[str, str | None]:
-    """(legend label, marker face): a row whose claim an audit refutes says "refuted", one whose epsilon is no
-    guarantee of the model says so; both are drawn hollow, never like a sound one."""
-    verdicts = rows["verdict"].astype(str) if "verdict" in rows else pd.Series([], dtype=str)
-    if any("refuted" in v and "not refuted" not in v for v in verdicts):
+    """(legend label, marker face): a row whose claim an audit refutes says "refuted" (its reading, from the board's
+    columns), one whose epsilon is no guarantee of the model says so; both are drawn hollow, never like a sound one."""
+    if any(reading(r).refuted for _, r in rows.iterrows()):
         return f"{label} (refuted)", "white"
     if "guarantee" in rows and str(rows["guarantee"].iloc[0]) == "false":
         return f"{label} (no guarantee)", "white"

@@ -413,3 +413,29 @@ def test_only_the_tracker_writes_to_mlflow():
     assert found == []
     tracker = (ROOT / "benchmarks" / "tracking" / "tracker.py").read_text()
     assert writes.search(tracker)  # the check can fail: the tracker's own writes match it
+
+
+def test_no_method_computes_its_own_epsilon():
+    """A method declares what it releases (release_family); the accountant registry computes its calibration, its
+    epsilon and its ledger: no method module (nor the toy plug-in) defines noise_for or epsilon_spent."""
+    found = []
+    for path in [*sorted((ROOT / "methods").rglob("*.py")), *sorted((ROOT / "tests" / "plugins").rglob("*.py"))]:
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ClassDef):
+                found += [f"{path.relative_to(ROOT)}: {node.name}.{f.name}" for f in node.body
+                          if isinstance(f, ast.FunctionDef) and f.name in ("noise_for", "epsilon_spent")
+                          and node.name != "Method"]
+    assert found == []
+
+
+def test_reports_never_read_a_verdict_or_a_claim_from_its_words():
+    """The reports read verdicts and claims from their fields and the board's columns (reports/leaderboard/reading.py):
+    the one regular expression in reports/ makes file names of data set names (load.py)."""
+    users = sorted(str(p.relative_to(ROOT)) for p in (ROOT / "reports").rglob("*.py")
+                   if any(isinstance(n, ast.Import) and any(a.name == "re" for a in n.names)
+                          for n in ast.walk(ast.parse(p.read_text()))))
+    assert users == ["reports/leaderboard/load.py"]
+    tree = ast.parse((ROOT / "reports" / "leaderboard" / "load.py").read_text())
+    callers = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
+               if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "re"}
+    assert callers == {"_file_stem"}

@@ -23,6 +23,19 @@ RELATIONS = (ADD_REMOVE, REPLACE_INPUT, ZERO_OUT)
 #: depend on n (DP-SGD's noised sum over a fixed divisor q n; the least-squares statistics), so an add/remove claim
 #: at epsilon is a zero-out claim at epsilon (THEORY.md, "Neighbouring relations")
 ADD_REMOVE_IS_ZERO_OUT = ("subsampled_gaussian", "gaussian_sufficient_statistics")
+def relations_covered(relation: str, mechanism: str) -> tuple[str, ...]:
+    """The relations a claim under ``relation`` by ``mechanism`` covers at its epsilon unless it says more (a claim
+    whose theorem replaces one example, input and label, covers zero-out and one input replaced too: PATE's says so,
+    ``ClaimText.covers``): its own, and zero-out where the mechanism's add/remove pair is zero-out's
+    (``ADD_REMOVE_IS_ZERO_OUT``). An add/remove claim covers neither in general (each is two add/remove steps: twice
+    the epsilon). THEORY.md, "Neighbouring relations"."""
+    if relation not in RELATIONS:
+        return ()
+    if relation == ADD_REMOVE and mechanism in ADD_REMOVE_IS_ZERO_OUT:
+        return (ADD_REMOVE, ZERO_OUT)
+    return (relation,)
+
+
 RELATION_TEXT = {
     ADD_REMOVE: "add/remove one example",
     REPLACE_INPUT: "one input replaced, its label and membership public",
@@ -137,6 +150,9 @@ class PrivacyClaim:
     #: the neighbouring relation as a value (key or text accepted; derived from ``adjacency`` when that names one):
     #: what the audits read to build their neighbouring pairs. None for a claim about no relation (no privacy)
     relation: Relation | str | None = None
+    #: the relations the claim covers at its epsilon (keys); derived from its relation and mechanism where not given
+    #: (``relations_covered``): what the answer reads
+    covers: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         rel = self.relation
@@ -150,6 +166,8 @@ class PrivacyClaim:
         object.__setattr__(self, "relation", rel)
         if rel is not None and not self.adjacency:
             object.__setattr__(self, "adjacency", rel.text)
+        if not self.covers:
+            object.__setattr__(self, "covers", relations_covered(rel.key if rel is not None else "", self.mechanism))
 
     def as_tags(self) -> dict[str, str]:
         return {
@@ -162,6 +180,7 @@ class PrivacyClaim:
             names.TAG_PRIVACY_GUARANTEE: str(self.guarantee).lower(),
             names.TAG_PRIVACY_NOISE: self.noise,
             names.TAG_PRIVACY_RELATION: self.relation.key if isinstance(self.relation, Relation) else "",
+            names.TAG_PRIVACY_COVERS: ",".join(self.covers),
         }
 
     def as_metrics(self) -> dict[str, float]:

@@ -67,6 +67,7 @@ TAG_PRIVACY_ADJACENCY = "privacy.adjacency"  # the neighbouring relation of that
 TAG_PRIVACY_GUARANTEE = "privacy.guarantee"  # "false" where the epsilon is not a guarantee of any output
 TAG_PRIVACY_NOISE = "privacy.noise"  # secret (OS entropy) or seeded from the run's seed (PrivacyClaim.noise)
 TAG_PRIVACY_RELATION = "privacy.relation"  # the claim's neighbouring relation, as a key (add_remove, replace_input)
+TAG_PRIVACY_COVERS = "privacy.covers"  # the relations the claim's theorem covers at its epsilon, comma-separated keys
 TAG_AUDIT_RELATION = "audit_relation"  # the relation an audit's neighbouring pairs are built under (the claim's)
 TAG_AUDIT_DESIGN = "audit_design"  # how an excluded canary is represented: absent, or replaced in its slot
 TAG_STATUS_NOTE = "status_note"  # bookkeeping while a run is open ("started", why it was marked FAILED)

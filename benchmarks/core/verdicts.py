@@ -9,6 +9,8 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
+from . import names
+
 #: the four words (THEORY.md, "Auditing"): the claim refuted; the data certify X of it (an audit whose tests read the
 #: claim's own curve); not refuted, with the most its tests could have shown; no test's guesses could depend on the run
 REFUTED, TIGHT, NOT_REFUTED, NO_POWER = "refuted", "tight", "not refuted", "no power"
@@ -61,7 +63,7 @@ class Verdict:
         """The four words with their number: "refuted (1.45 > 1)", "tight to 0.86", "not refuted (ceiling 8.87)",
         "no power"."""
         if self.word == REFUTED:
-            return f"refuted ({self.bound:.2f} > {self.claimed_epsilon:g})"
+            return f"refuted ({self.bound:.2f} > {self.claimed_epsilon:.3g})"
         if self.word == TIGHT:
             return f"tight to {self.ratio:.2f}"
         if self.word == NOT_REFUTED:
@@ -121,8 +123,6 @@ def one_run_fields(metrics: Mapping[str, float], tags: Mapping[str, str], *, cla
     each threat model (``epsilon_lb.<threat>``, the f-DP bound of the same guesses, their ceilings, whether a test had
     power): the larger of Steinke's and the f-DP bound, refuted above the claim. What such an audit writes when it
     ends, and what ``bench store migrate`` adds to one logged before verdicts were fields."""
-    from . import names
-
     out_m: dict[str, float] = {}
     out_t: dict[str, str] = {}
     tests = metrics.get(names.METRIC_AUDIT_TESTS, math.nan)

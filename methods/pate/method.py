@@ -134,6 +134,7 @@ class PATE(Method):
             mechanism=f"pate_{self.options['aggregator']}_gnmax", protects="inputs and labels",
             adjacency="add/remove or replace one example (either moves one teacher's vote per query)",
             relation="add_remove",  # the audits test the add/remove half: an excluded canary is absent
+            covers=("add_remove", "zero_out", "replace_input"),  # either relation moves one teacher's vote
             scope=("the student model and every released label: the private training set's inputs and labels "
                    "(data-independent bound over all queries, each a noised vote histogram: an aggregate); needs "
                    "public unlabeled inputs"),

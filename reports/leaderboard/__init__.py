@@ -18,9 +18,10 @@ from .answer import answer_table
 from .board import leaderboard, speed_ratios
 from .load import GROUP, load_runs, tidy
 from .published import paper_results, paper_side_by_side
+from .reading import NO_GUARANTEE, REFERENCE, SOUND, covers_model, short_verdict
 from .render import ReportFiles, write_audit_report, write_report
 from .tables import display_table, to_markdown
-from .verdicts import NO_GUARANTEE, REFERENCE, SOUND, audit_table, covers_model, short_verdict
+from .verdicts import audit_table
 
 __all__ = ["BLACK_BOX", "GROUP", "NO_GUARANTEE", "REFERENCE", "SOUND", "ReportFiles", "answer_table", "audit_table",
            "covers_model", "display_table", "leaderboard", "load_runs", "paper_results", "paper_side_by_side",

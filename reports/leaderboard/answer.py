@@ -12,14 +12,14 @@ methods/THEORY.md, "Neighbouring relations")."""
 from __future__ import annotations
 
 import math
-import re
 
 import pandas as pd
 
-from inputdp.core.claims import ADD_REMOVE, ADD_REMOVE_IS_ZERO_OUT, RELATION_VALUES, REPLACE_INPUT, ZERO_OUT, relation_named
+from inputdp.core.claims import ADD_REMOVE, RELATION_VALUES, REPLACE_INPUT, ZERO_OUT
+from inputdp.core.claims import relations_covered as claim_covers
 from inputdp.core.verdicts import REFUTED, TIGHT
 
-from .verdicts import SOUND, covers_model, curve_text
+from .reading import NOT_TIGHT, SOUND, covers_model, curve_text, text
 
 #: the relations as the answer names them, with what each protects (its one-line legend)
 RELATION_LEGEND = {
@@ -27,40 +27,33 @@ RELATION_LEGEND = {
     ZERO_OUT: ("zero-out", "one example replaced by the null example (n public): protects its input and label"),
     REPLACE_INPUT: ("replace one input", "one input replaced, its label and membership public: protects inputs"),
 }
-#: the text of a claim whose theorem holds for one example (input and label) replaced, which covers replace_input
-_REPLACES_AN_EXAMPLE = "replace one example"
 #: the accuracy plot's panel of the rows without a guarantee for the released model (drawn without a zoom: no choice
 #: is made among them)
 NO_GUARANTEE_PANEL = "no guarantee for the released model (refuted, or a claim about other outputs)"
 ANSWER_COLUMNS = ["dataset", "relation", "epsilon", "best sound method", "model", "accuracy % (n)", "time (x non-private)",
                   "audits", "next best", "non-private accuracy %"]
-#: the words of a mechanism audit's text that the answer keeps ("tight to 0.91 at the mechanism (one step ...)")
-_MECHANISM_WORDS = re.compile(r"^(tight to [0-9.]+|refuted|not tight) at the mechanism(?: \(([0-9.]+) of the claim\))?")
+
+
+#: the mechanisms whose claims replace one example (PATE's), for boards written before claims listed what they cover
+_REPLACES_AN_EXAMPLE = ("pate_gnmax_gnmax", "pate_confident_gnmax", "pate_interactive_gnmax")
 
 
 def relations_covered(row) -> list[str]:
-    """The relations a board row's claim answers for (none for the reference, or a claim about no relation)."""
-    key = str(row.get("relation_key", "") or "")
-    adjacency = "" if pd.isna(row.get("adjacency", "")) else str(row.get("adjacency", ""))
-    if key not in RELATION_VALUES:
-        try:
-            key = relation_named(adjacency).key
-        except ValueError:
-            key = ""
-    out = [key] if key in RELATION_VALUES else []  # the claim's own relation first
-    if adjacency.startswith("add/remove") and ADD_REMOVE not in out:  # "add/remove or ...", logged before the key
-        out.append(ADD_REMOVE)
-    if _REPLACES_AN_EXAMPLE in adjacency:  # replacing an example by any other covers by the null one, or its input
-        out += [r for r in (ZERO_OUT, REPLACE_INPUT) if r not in out]
-    if ADD_REMOVE in out and ZERO_OUT not in out and str(row.get("mechanism", "") or "") in ADD_REMOVE_IS_ZERO_OUT:
-        out.append(ZERO_OUT)  # its add/remove pair is zero-out's: the same epsilon
-    return out
+    """The relations a board row's claim answers for (none for the reference, or a claim about no relation): the
+    claim's own first, as its ``privacy.covers`` field lists them; a board written before that field: the claim's
+    rule on its relation key and mechanism (core/claims.relations_covered), PATE's claims covering the other two."""
+    listed = text(row, "covers_relations")
+    if listed:
+        return [r for r in listed.split(",") if r in RELATION_VALUES]
+    covered = list(claim_covers(text(row, "relation_key"), text(row, "mechanism")))
+    if covered and text(row, "mechanism") in _REPLACES_AN_EXAMPLE:
+        covered += [r for r in (ZERO_OUT, REPLACE_INPUT) if r not in covered]
+    return covered
 
 
 def is_sound(row) -> bool:
     """Whether a private row's claim is a guarantee of the released model that no audit refutes."""
-    guarantee = "no" if str(row.get("guarantee", "")) == "false" else "yes"
-    return covers_model(guarantee, str(row.get("verdict", ""))) == SOUND
+    return covers_model(row) == SOUND
 
 
 def time_cell(row) -> str:
@@ -91,21 +84,23 @@ def audit_cell(row) -> str:
     lbs = [x for x in (_number(row, f"{t}_lb") for t in threats) if not math.isnan(x)]
     if lbs and max(lbs) > float(row["epsilon"]):
         return f"refuted ({max(lbs):.2f} > {float(row['epsilon']):g}){under}"
-    if str(row.get("curve_word", "") or "") == REFUTED:
+    if text(row, "curve_word") == REFUTED:
         return curve_text(row) + under
-    found = _MECHANISM_WORDS.match(str(row.get("mechanism audit", "") or ""))
-    if found and found[1] == "refuted":
+    mechanism = text(row, "mechanism_word")
+    if mechanism == REFUTED:
         return "refuted at the mechanism"
-    notes = [f"{found[2]} of the claim"] if found and found[2] else []
-    measured_in = str(row.get("mechanism_from", "") or "")  # the summary's: another study's audit of the same release
-    if measured_in and measured_in != str(row.get("study", "") or ""):
+    notes = [f"{_number(row, 'mechanism_fraction'):.2f} of the claim"] if mechanism == NOT_TIGHT else []
+    measured_in = text(row, "mechanism_from")  # the summary's: another study's audit of the same release
+    if measured_in and measured_in != text(row, "study"):
         notes.append(f"in {measured_in}")
-    parts = [curve_text(row)] if str(row.get("curve_word", "") or "") == TIGHT else []
-    parts += [f"{found[1]} at the mechanism" + (f" ({'; '.join(notes)})" if notes else "")] if found else []
+    parts = [curve_text(row)] if text(row, "curve_word") == TIGHT else []
+    if mechanism:
+        word = f"tight to {_number(row, 'mechanism_fraction'):.2f}" if mechanism == TIGHT else mechanism
+        parts.append(f"{word} at the mechanism" + (f" ({'; '.join(notes)})" if notes else ""))
     audits = sum(0 if math.isnan(n) else int(n) for n in (_number(row, f"{t}_audits") for t in threats))
     ceiling = max((x for x in (_number(row, f"{t}_ceiling") for t in threats) if not math.isnan(x)), default=0.0)
     if not audits:
-        other = "not counted" in str(row.get("verdict", "") or "")
+        other = _number(row, "other_design") > 0
         parts.append("the model not audited" + (f"{under} (audits of another design not counted)" if other else ""))
     elif ceiling > 0:
         parts.append(f"not refuted (ceiling {ceiling:.2f}){under}")
@@ -181,10 +176,10 @@ def plot_panels(private: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     panels = []
     sound = private[[is_sound(r) for _, r in private.iterrows()]] if not private.empty else private
     own = {relations_covered(r)[0] for _, r in private.iterrows() if relations_covered(r)}
-    for rel, (short, text) in ((k, v) for k, v in RELATION_LEGEND.items() if k in own):
+    for rel, (short, legend) in ((k, v) for k, v in RELATION_LEGEND.items() if k in own):
         rows = sound[[rel in relations_covered(r) for _, r in sound.iterrows()]] if not sound.empty else sound
         if not rows.empty:
-            panels.append((f"sound under {short} ({text.split(': ')[-1]})", rows))
+            panels.append((f"sound under {short} ({legend.split(': ')[-1]})", rows))
     other = sound[[not relations_covered(r) for _, r in sound.iterrows()]] if not sound.empty else sound
     if not other.empty:
         panels.append(("sound, under a relation of its own (see the table)", other))

@@ -164,9 +164,9 @@ def _mechanism_columns(runs: pd.DataFrame) -> dict[str, pd.Series]:
     """The claim's relation (every run) and what a mechanism audit run logs (``bench audit --mechanism``)."""
     return {"adjacency": _col(runs, f"tags.{names.TAG_PRIVACY_ADJACENCY}", "").fillna(""),
             "mechanism_release": _col(runs, f"tags.{names.TAG_MECHANISM_RELEASE}", "").fillna(""),
-            "mechanism_tightness": pd.to_numeric(_col(runs, "metrics." + names.METRIC_MECHANISM.format("tightness")),
-                                                   errors="coerce"),
-            "mechanism_verdict": _col(runs, f"tags.{names.TAG_MECHANISM_VERDICT}", "").fillna(""),
+            **{f"mechanism_{k}": pd.to_numeric(_col(runs, "metrics." + names.METRIC_MECHANISM.format(k)),
+                                               errors="coerce")
+               for k in ("tightness", "mu_lb", "mu_allowed", "epsilon_free", "epsilon_allowed")},
             "noise_scale": pd.to_numeric(_col(runs, f"params.{names.PARAM_NOISE_SCALE}"), errors="coerce")}
 
 
@@ -222,6 +222,7 @@ def tidy(runs: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
         # the claim's relation (a key; "" for a reference run), and the relation and design an audit built its
         # pairs under
         "relation": _col(runs, f"tags.{names.TAG_PRIVACY_RELATION}", "").fillna(""),
+        "covers_relations": _col(runs, f"tags.{names.TAG_PRIVACY_COVERS}", "").fillna(""),
         "audit_relation": _col(runs, f"tags.{names.TAG_AUDIT_RELATION}", "").fillna(""),
         "audit_design": _col(runs, f"tags.{names.TAG_AUDIT_DESIGN}", "").fillna(""),
         "kind": kind,

@@ -16,8 +16,9 @@ from ..plots import accuracy_vs_epsilon, time_bars
 from .answer import answer_legend, answer_table, plot_panels
 from .load import _file_stem
 from .published import _split_published, paper_side_by_side
+from .reading import NO_GUARANTEE
 from .tables import DETAILS, GLANCE, TOOLTIPS, _grouped_markdown, display_table, to_markdown
-from .verdicts import GROUP_LEGENDS, GROUP_TITLES, NO_GUARANTEE, audit_table, verdict_class
+from .verdicts import GROUP_LEGENDS, GROUP_TITLES, audit_table
 
 #: the heading of the answer: the best sound row per data set, relation and epsilon
 ANSWER_TITLE = "Which method, at what cost: the most accurate sound row per data set, relation and epsilon"
@@ -91,11 +92,7 @@ def _html_table(df: pd.DataFrame, *, sortable: bool = False, titles: dict[str, p
                 classes: str | None = None) -> str:
     if titles:
         return _html_table_with_titles(df, titles, sortable=sortable)
-    html = df.to_html(index=False, escape=True, classes=classes or ("sortable" if sortable else None), border=0)
-    if "verdict" in df.columns:  # colour each verdict cell by its class
-        for v in df["verdict"].astype(str).unique():
-            html = html.replace(f"<td>{_escape(v)}</td>", f'<td class="verdict {verdict_class(v)}">{_escape(v)}</td>')
-    return html
+    return df.to_html(index=False, escape=True, classes=classes or ("sortable" if sortable else None), border=0)
 
 
 def _html_table_with_titles(df: pd.DataFrame, titles: dict[str, pd.Series], *, sortable: bool) -> str:
@@ -106,8 +103,8 @@ def _html_table_with_titles(df: pd.DataFrame, titles: dict[str, pd.Series], *, s
         cells = []
         for c in df.columns:
             value = "" if pd.isna(row[c]) else str(row[c])
-            if c == "verdict":  # coloured by the full verdict: a row without a guarantee stays red when not refuted
-                attrs = f' class="verdict {verdict_class(str(titles[c].loc[i]) if c in titles else value)}"'
+            if c == "verdict" and "verdict class" in titles:  # coloured by the row's reading (reading.verdict_class)
+                attrs = f' class="verdict {titles["verdict class"].loc[i]}"'
             else:
                 attrs = ""
             if c in titles and str(titles[c].loc[i]):
@@ -188,7 +185,7 @@ def write_audit_report(audits: pd.DataFrame, out: Path, *, stamp: str = "") -> l
 def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leaderboard", stamp: str = "",
                  audits: pd.DataFrame | None = None) -> ReportFiles:
     out.mkdir(parents=True, exist_ok=True)
-    shown = display_table(board) if not board.empty else pd.DataFrame(columns=[*GLANCE, *DETAILS, "covers"])
+    shown = display_table(board) if not board.empty else pd.DataFrame(columns=[*GLANCE, *DETAILS, "covers", "verdict class"])
     glance, details = shown[GLANCE], shown[DETAILS]
     answer = answer_table(board)
     legend = answer_legend(answer)
@@ -222,7 +219,8 @@ def write_report(board: pd.DataFrame, out: Path, *, title: str = "inputdp leader
     for group, heading in GROUP_TITLES.items():
         rows = (shown["covers"] == group).to_numpy()
         if rows.any():
-            tips = {**{c: shown.loc[rows, full] for c, full in TOOLTIPS.items()}, "covers": shown.loc[rows, "covers"]}
+            tips = {**{c: shown.loc[rows, full] for c, full in TOOLTIPS.items()}, "covers": shown.loc[rows, "covers"],
+                    "verdict class": shown.loc[rows, "verdict class"]}
             sections.append((heading, GROUP_LEGENDS[group], glance[rows], tips))
     html.write_text(_html(title, stamp, banner, answer, legend, sections, details, audited, comparable, other, plots))
     return ReportFiles(md, csv, html, plots)

@@ -9,7 +9,8 @@ import pandas as pd
 from inputdp.core import names
 from inputdp.core.claims import ADD_REMOVE, RELATION_TEXT, REPLACE_INPUT, ZERO_OUT
 
-from .verdicts import GROUP_TITLES, NO_GUARANTEE, REFERENCE, SOUND, covers_model, short_verdict
+from .reading import NO_GUARANTEE, REFERENCE, SOUND, covers_model, short_verdict, verdict_class
+from .verdicts import GROUP_TITLES
 
 #: a method's peak memory where it is attributable: torch's peak on a GPU; on a CPU the peak resident set of a fresh
 #: process that ran only that method (the study's speed run); a CPU run's own RSS holds what earlier runs of its
@@ -63,6 +64,11 @@ COLUMNS = ["dataset", "preset", "view", "model", "method", "epsilon", "accountan
 
 def display_table(board: pd.DataFrame) -> pd.DataFrame:
     t = board.copy()
+    # what each row's audits say, read from its columns (reading.py) before they are formatted for display
+    rows = [r for _, r in board.iterrows()]
+    t["covers"] = [covers_model(r) for r in rows]
+    t["verdict short"] = [short_verdict(r) for r in rows]
+    t["verdict class"] = [verdict_class(r) for r in rows]
     t["test_accuracy"] = [f"{100 * m:.2f} ± {100 * s:.2f}" for m, s in zip(t["acc_mean"], t["acc_std"])]
     t["epsilon"] = ["∞ (none)" if not math.isfinite(e) else f"{e:g}" for e in t["epsilon"]]
     t["epsilon_spent"] = ["∞" if not math.isfinite(e) else f"{e:.3f}" for e in t["epsilon_spent"]]
@@ -102,7 +108,6 @@ def display_table(board: pd.DataFrame) -> pd.DataFrame:
     # the claim in full, caveat included: which accountant, and every released value it covers and does not
     t["the claim and what it covers"] = [f"{a}: {s}" if a else str(s) for a, s in zip(t["accountant"], t["scope"])]
     _short_cells(t)
-    t["covers"] = [covers_model(g, v) for g, v in zip(t["guarantee"], t["verdict in full"])]
     order = {SOUND: 0, REFERENCE: 1, NO_GUARANTEE: 2}
     return t.iloc[sorted(range(len(t)), key=lambda i: order[t["covers"].iloc[i]])]
 
@@ -121,7 +126,7 @@ def _short_cells(t: pd.DataFrame) -> None:
             "" if pd.isna(x) else f"{x:.2f}" if n == 1 else f"{x:.2f} ({n} audits)"
             for x, n in zip(t[f"{threat}_lb"], t[f"{threat}_audits"])]
     t["verdict in full"] = t["verdict"]
-    t["verdict"] = [short_verdict(v) for v in t["verdict"]]
+    t["verdict"] = t["verdict short"]
 
 
 

@@ -1,11 +1,11 @@
-"""Verdicts: which audits test a row's claim (the same claim, a design under its relation), what they found, and
-the verdict in four words (refuted, tight to X, not refuted (ceiling X), no power), the relation named; what a
-row's claim covers (sound, reference, no guarantee); one row per audit for the audit table."""
+"""Verdicts: which audits test a row's claim (the same claim, a design under its relation), what they found (the
+board's columns: bounds and ceilings, each audit's stored verdict fields, the mechanism audits' figures), and the
+verdict in full words from those columns, the relation named; one row per audit for the audit table. The row's word,
+group and colour are read from the same columns (reading.py), never from the words."""
 
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -14,7 +14,18 @@ import pandas as pd
 from inputdp.benchmarks.audits.fdp_bound import DECIDES_MARGIN
 from inputdp.core import names
 from inputdp.core.claims import ABSENT, RELATION_VALUES
-from inputdp.core.verdicts import CLAIMED_CURVE, REFUTED, TIGHT
+from inputdp.core.verdicts import REFUTED, TIGHT
+
+from .reading import (
+    CURVE_COLUMNS,
+    MECHANISM_COLUMNS,
+    NO_GUARANTEE,
+    REFERENCE,
+    SOUND,
+    claimed_curve,
+    curve_text,
+    mechanism_reading,
+)
 
 
 def _same_claim(audits: pd.DataFrame, row) -> pd.DataFrame:
@@ -74,21 +85,26 @@ def _same_mechanism(mech: pd.DataFrame, row) -> pd.DataFrame:
 
 
 
-def _mechanism_verdict(hit: pd.DataFrame) -> tuple[str, str]:
-    """(refuted / tight / not tight, the text) over every audited release of the claim: refuted if any release
-    is; tight if every release reaches its fraction (the loosest shown); else not tight."""
-    if hit.empty:
-        return "", ""
-    verdicts = hit["mechanism_verdict"].astype(str)
-    if verdicts.str.startswith("refuted").any():
-        bad = hit[verdicts.str.startswith("refuted")].iloc[0]
-        return "refuted", f"refuted at the mechanism ({bad['mechanism_release']})"
-    loosest = hit.loc[hit["mechanism_tightness"].astype(float).idxmin()]
-    releases = "; ".join(sorted(set(hit["mechanism_release"].astype(str))))
-    if verdicts.str.startswith("tight").all():
-        return "tight", f"tight to {float(loosest['mechanism_tightness']):.2f} at the mechanism ({releases})"
-    return "not tight", f"not tight at the mechanism ({float(loosest['mechanism_tightness']):.2f} of the claim)"
+def _mechanism_text(m: dict) -> str:
+    """The mechanism audits in words: refuted (the release), tight to X or not tight (X of the claim)."""
+    if not m:
+        return ""
+    if m["mechanism_word"] == REFUTED:
+        return f"refuted at the mechanism ({m['mechanism_refuted_release']})"
+    if m["mechanism_word"] == TIGHT:
+        return f"tight to {m['mechanism_fraction']:.2f} at the mechanism ({m['releases']})"
+    return f"not tight at the mechanism ({m['mechanism_fraction']:.2f} of the claim)"
 
+
+
+def _join_mechanism(board: pd.DataFrame, i, same: pd.DataFrame) -> dict:
+    """A row's mechanism audits into its columns (word, loosest fraction) and their text; their reading."""
+    m = mechanism_reading(same)
+    if m:
+        m["releases"] = "; ".join(sorted(set(same["mechanism_release"].astype(str))))
+        board.loc[i, list(MECHANISM_COLUMNS)] = [m[c] for c in MECHANISM_COLUMNS]
+    board.loc[i, "mechanism audit"] = _mechanism_text(m)
+    return m
 
 
 def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
@@ -104,8 +120,8 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
     mech = _mechanism_audits(audits)
     audits = _model_audits(audits)
     board["mechanism audit"] = ""
-    for column in CURVE_COLUMNS:
-        board[column] = np.nan if column != "curve_word" else ""
+    for column in (*CURVE_COLUMNS, *MECHANISM_COLUMNS, "other_design"):
+        board[column] = "" if column.endswith("_word") else np.nan
     for threat in names.THREATS:
         board[f"{threat}_lb"] = np.nan
         board[f"{threat}_ceiling"] = np.nan
@@ -135,11 +151,13 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
             if lb > best_lb:
                 best_lb, best_threat = lb, threat
                 decides = str(got.loc[got[f"best_{threat}"].astype(float).idxmax(), f"decides_{threat}"])
-        word, text = _mechanism_verdict(_same_mechanism(mech, r)) if math.isfinite(claimed) else ("", "")
-        board.loc[i, "mechanism audit"] = text
+        m = _join_mechanism(board, i, _same_mechanism(mech, r) if math.isfinite(claimed) else pd.DataFrame())
+        text = board.loc[i, "mechanism audit"]
+        board.loc[i, "other_design"] = other_design
         curve = claimed_curve(hit)
         for column, value in curve.items():
             board.loc[i, column] = value
+        word = m.get("mechanism_word", "")
         audited = _audited(r, _ModelAudits(best_lb, best_threat, ceiling, decides, powered, other_design), word, text)
         if curve and curve["curve_word"] == REFUTED:
             audited = f"claim {curve_text(curve)}{_under(r)}"
@@ -147,38 +165,6 @@ def _join_audits(board: pd.DataFrame, audits: pd.DataFrame | None) -> None:
             audited = f"{curve_text(curve)}; the one-run readings: {audited}"
         board.loc[i, "verdict"] = "; ".join(v for v in (_vectors_verdict(r), audited) if v)
 
-
-
-#: a row's claimed-curve reading (its gradient-canary audits' verdict fields): the word, the median, least and largest
-#: certified fraction of the claim over its audits, how many audits and how many refute
-CURVE_COLUMNS = ("curve_word", "curve_median", "curve_min", "curve_max", "curve_audits", "curve_refuted")
-
-
-def claimed_curve(hit: pd.DataFrame) -> dict[str, float | str]:
-    """A row's claimed-curve reading from the verdict fields of its audits whose test read the claim's own curve
-    (the gradient canaries at each seed): refuted where one of them is, else tight to the median of what they
-    certify over the claim. Empty where none did."""
-    column = "verdict_bound_kind_white_box"
-    if hit.empty or column not in hit.columns:
-        return {}
-    curve = hit[hit[column] == CLAIMED_CURVE]
-    if curve.empty:
-        return {}
-    ratio = (curve["verdict_bound_white_box"].astype(float) / curve["verdict_claimed_epsilon_white_box"].astype(float))
-    refuted = int((curve["verdict_word_white_box"] == REFUTED).sum())
-    return {"curve_word": REFUTED if refuted else TIGHT, "curve_median": float(ratio.median()),
-            "curve_min": float(ratio.min()), "curve_max": float(ratio.max()), "curve_audits": len(curve),
-            "curve_refuted": refuted}
-
-
-def curve_text(curve) -> str:
-    """The claimed-curve reading in words: "tight to 0.87 of the claimed curve (median of 3 seeds, 0.80-0.93)"."""
-    n = int(curve["curve_audits"])
-    if curve["curve_word"] == REFUTED:
-        return f"refuted by the claimed curve ({int(curve['curve_refuted'])} of {n} audits)"
-    spread = f", {curve['curve_min']:.2f}-{curve['curve_max']:.2f}" if n > 1 else ""
-    return f"tight to {curve['curve_median']:.2f} of the claimed curve ({'median of ' if n > 1 else ''}{n} " \
-           f"seed{'s' if n > 1 else ''}{spread})"
 
 
 @dataclass(frozen=True)
@@ -205,9 +191,9 @@ def _audited(r, a: _ModelAudits, word: str, text: str) -> str:
     if a.best_threat and a.best_lb > claimed:
         audited = (f"claim refuted for the released model ({a.best_threat.replace('_', '-')} {a.best_lb:.2f} > "
                    f"{claimed:g}, {a.decides}){under}")
-    elif word == "refuted":
+    elif word == REFUTED:
         audited = f"claim {text}"
-    elif word == "tight":
+    elif word == TIGHT:
         audited = text + (f"; the model's audit: {model_said}" if a.best_threat else "; the model not audited")
     elif not a.best_threat:
         audited = "not audited" + (under if a.other_design else "") + (f" ({text})" if text else "")
@@ -264,12 +250,6 @@ def _audit_label(a) -> str:
 
 
 
-#: what a row's claim covers, which groups the tables and styles the plots: a guarantee of the released model that no
-#: audit refutes; the non-private reference; no guarantee of the model (the claim says so, or an audit refutes it)
-SOUND, REFERENCE, NO_GUARANTEE = "sound", "reference", "no guarantee"
-
-
-
 GROUP_TITLES = {SOUND: "Sound for the released model", REFERENCE: "The non-private reference",
                 NO_GUARANTEE: "No guarantee for the released model (the claim says so, or an audit refutes it)"}
 #: each group's one-line legend
@@ -280,52 +260,6 @@ GROUP_LEGENDS = {
     REFERENCE: "No privacy: the accuracy and time every private row is measured against.",
     NO_GUARANTEE: "Their accuracy is not bought with a privacy the released model has: the claim covers other outputs "
                   "(per-example vectors) or an audit of the model refutes it."}
-
-
-
-def covers_model(guarantee: str, verdict: str) -> str:
-    """The row's group from its glance "guarantee" cell ("yes", "no", "" for the reference) and its full verdict."""
-    if not guarantee:
-        return REFERENCE
-    refuted = "refuted" in str(verdict) and "not refuted" not in str(verdict)
-    return SOUND if guarantee == "yes" and not refuted else NO_GUARANTEE
-
-
-
-def short_verdict(full: str) -> str:
-    """The verdict in a few words: refuted (and by what), tight to X, not refuted (ceiling X), no claim, not audited."""
-    v = str(full)
-    if "no claim" in v:
-        return "no claim"
-    model = re.search(r"refuted for the released model \((?:[a-z-]+ )?([0-9.]+) > ([0-9.e+]+)", v)
-    if model:
-        return f"refuted ({model.group(1)} > {model.group(2)})"
-    if re.search(r"(^|; )no power", v) and "tight to" not in v:
-        return "no power"
-    if "refuted at the mechanism" in v:
-        return "refuted at the mechanism"
-    if "refuted by the claimed curve" in v:
-        return "refuted by the claimed curve"
-    tight = re.search(r"tight to ([0-9.]+)", v)
-    if tight:
-        return f"tight to {tight.group(1)}"
-    ceiling = re.search(r"not refuted \(ceiling ([0-9.]+)\)", v)
-    if ceiling:
-        return f"not refuted (ceiling {ceiling.group(1)})"
-    if "not tight" in v:
-        return "not tight"
-    return "not audited" if "not audited" in v else ""
-
-
-
-def verdict_class(verdict: str) -> str:
-    """The colour class of a verdict: refuted or not a guarantee (red), not refuted (green), no claim (grey)."""
-    v = str(verdict)
-    if "refuted" in v and "not refuted" not in v or "not a guarantee" in v:
-        return "bad"
-    if "not refuted" in v or v.startswith("tight"):
-        return "ok"
-    return "none"
 
 
 

@@ -208,7 +208,7 @@ def test_an_audit_counts_only_under_its_claims_relation_and_a_test_without_power
     assert "no power under replace_input" in row["verdict"] and row["white_box_ceiling"] == 0.0
     from inputdp.reports.leaderboard import short_verdict
 
-    assert short_verdict(row["verdict"]) == "no power"
+    assert short_verdict(row) == "no power"
     table = audit_table(weak.assign(preset="cpu", q=0.01, T=100, seed="0", train_examples="0", audit_relation="replace_input"))
     assert table.iloc[0]["verdict"] == "no power" and table.iloc[0]["relation, design"] == "replace_input, replaced"
     with_power = audit_table(weak.assign(power_white_box=1.0, preset="cpu", q=0.01, T=100, seed="0", train_examples="0"))
@@ -513,40 +513,51 @@ def test_a_row_without_a_guarantee_is_drawn_hollow_and_says_so():
     assert series_style("dp_least_squares", sound) == ("dp_least_squares", None)
     assert series_style("dirichlet_softmax", refuted) == ("dirichlet_softmax (no guarantee)", "white")
     # a claim that states a guarantee but that an audit refutes is not drawn like a sound one either
-    audited = pd.DataFrame({"guarantee": ["true"], "epsilon": [1.0],
-                            "verdict": ["refuted for the released model (white-box 5.60 > 1, f-DP)"]})
+    audited = pd.DataFrame({"guarantee": ["true"], "epsilon": [1.0], "white_box_lb": [5.6], "white_box_ceiling": [5.6],
+                            "white_box_audits": [1]})
     assert series_style("some_method", audited) == ("some_method (refuted)", "white")
-    fine = audited.assign(verdict=["not refuted (ceiling 5.56)"])
+    fine = audited.assign(white_box_lb=[0.4])
     assert series_style("some_method", fine) == ("some_method", None)
 
 
-@pytest.mark.parametrize("full,short", [
-    ("no claim (reference)", "no claim"),
-    ("not a guarantee: a lower bound on what the vectors spend (per-example curve); claim refuted for the released "
-     "model (white-box 5.81 > 4, f-DP)", "refuted (5.81 > 4)"),
-    ("claim refuted at the mechanism (dpsgd step)", "refuted at the mechanism"),
-    ("tight to 0.98 at the mechanism (dpsgd step); the model's audit: not refuted (ceiling 5.81)", "tight to 0.98"),
-    ("not refuted (ceiling 4.46); not tight at the mechanism (0.52 of the claim)", "not refuted (ceiling 4.46)"),
-    ("not audited", "not audited"),
-    ("no power under add_remove: every test's guesses were fixed on one side or its scores all equal", "no power"),
-    ("tight to 0.95 at the mechanism (dpsgd step); the model's audit: no power under add_remove: ...", "tight to 0.95"),
-    ("", ""),
+#: a board row's columns, as verdicts._join_audits fills them (a claim at epsilon 4, no audit)
+_ROW = {"epsilon": 4.0, "guarantee": "true", "white_box_lb": math.nan, "black_box_lb": math.nan,
+        "white_box_ceiling": math.nan, "black_box_ceiling": math.nan, "white_box_audits": 0, "black_box_audits": 0,
+        "vectors_lb": math.nan, "mechanism_word": "", "mechanism_fraction": math.nan, "curve_word": ""}
+
+
+@pytest.mark.parametrize("columns,short", [
+    ({"epsilon": math.inf}, "no claim"),
+    ({"guarantee": "false", "vectors_lb": 3.9, "white_box_lb": 5.81, "white_box_audits": 1}, "refuted (5.81 > 4)"),
+    ({"guarantee": "false", "vectors_lb": 5.2}, "refuted (5.20 > 4)"),
+    ({"mechanism_word": "refuted", "mechanism_fraction": 1.4}, "refuted at the mechanism"),
+    ({"mechanism_word": "tight", "mechanism_fraction": 0.98, "white_box_lb": 0.5, "white_box_ceiling": 5.81,
+      "white_box_audits": 1}, "tight to 0.98"),
+    ({"mechanism_word": "not tight", "mechanism_fraction": 0.52, "white_box_lb": 0.5, "white_box_ceiling": 4.46,
+      "white_box_audits": 1}, "not refuted (ceiling 4.46)"),
+    ({}, "not audited"),
+    ({"white_box_lb": 0.0, "white_box_ceiling": 0.0, "white_box_audits": 2}, "no power"),
+    ({"curve_word": "tight", "curve_median": 0.87, "white_box_lb": 2.0, "white_box_ceiling": 8.87,
+      "white_box_audits": 3}, "tight to 0.87"),
+    ({"curve_word": "refuted", "curve_refuted": 1, "curve_audits": 3}, "refuted by the claimed curve"),
 ])
-def test_the_glance_verdict_is_the_full_one_in_a_few_words(full, short):
+def test_the_glance_verdict_is_read_from_the_row_s_columns(columns, short):
     from inputdp.reports.leaderboard import short_verdict
 
-    assert short_verdict(full) == short
+    assert short_verdict({**_ROW, **columns}) == short
 
 
 def test_the_glance_tables_group_rows_by_what_the_claim_covers():
     from inputdp.reports.leaderboard import NO_GUARANTEE, REFERENCE, SOUND, covers_model
     from inputdp.reports.leaderboard.tables import _grouped_markdown
 
-    assert covers_model("yes", "not refuted (ceiling 5.56)") == SOUND
-    assert covers_model("yes", "tight to 0.98") == SOUND
-    assert covers_model("yes", "refuted for the released model (white-box 5.60 > 4, f-DP)") == NO_GUARANTEE
-    assert covers_model("no", "not refuted (ceiling 5.56)") == NO_GUARANTEE  # not refuted is no guarantee
-    assert covers_model("", "") == REFERENCE
+    powered = {**_ROW, "white_box_lb": 0.5, "white_box_ceiling": 5.56, "white_box_audits": 1}
+    assert covers_model(powered) == SOUND
+    assert covers_model({**_ROW, "mechanism_word": "tight", "mechanism_fraction": 0.98}) == SOUND
+    assert covers_model({**powered, "white_box_lb": 5.6}) == NO_GUARANTEE
+    assert covers_model({**powered, "guarantee": "false"}) == NO_GUARANTEE  # not refuted is no guarantee
+    assert covers_model({**_ROW, "curve_word": "refuted"}) == NO_GUARANTEE
+    assert covers_model({**_ROW, "epsilon": math.inf}) == REFERENCE
     glance = pd.DataFrame({"method": ["dirichlet_softmax", "dpsgd", "nonprivate"], "guarantee": ["no", "yes", ""]})
     covers = pd.Series([NO_GUARANTEE, SOUND, REFERENCE])
     md = "\n".join(_grouped_markdown(glance, covers))
@@ -610,7 +621,7 @@ def test_the_mechanism_table_counts_refutations_at_two_thirds_and_tight_reads_at
             rows.append(dict(preset="cpu", method="dp_least_squares", options="", spec_epsilon=1.0, seed=seed,
                              noise_scale=scale, tightness=tightness - 0.15, verdict="not refuted" if scale != 0.6667
                              else "refuted", refuted=scale == 0.6667))
-    rows[-1]["verdict"] = "tight to 0.9"  # a 1.3x audit of dp_least_squares that reads tight: counted
+    rows[-1].update(verdict="tight to 0.90", tightness=0.9)  # a 1.3x audit of dp_least_squares that reads tight: counted
     pd.DataFrame(rows).to_csv(folder / "mechanism_audits.csv", index=False)
     lines = mechanism_table(folder)
     assert lines[4] == "| cpu | dpsgd | (defaults) | eps 1: 0.98 | 3/3 | 0/3 |"
@@ -654,7 +665,8 @@ def test_the_answer_covers_a_relation_once_a_row_claims_it():
                 "verdict": "not refuted (ceiling 2.00)", "time_ratio_to_nonprivate": 0.2, "speed_source": "whole run",
                 "mechanism": mechanism}
 
-    pate = row("pate", "add_remove", "add/remove or replace one example (either moves one teacher's vote per query)", 0.9)
+    pate = row("pate", "add_remove", "add/remove or replace one example (either moves one teacher's vote per query)", 0.9,
+               "pate_confident_gnmax")
     other = row("other", "add_remove", "add/remove one example", 0.99, "some_mechanism")
     board = pd.DataFrame([pate, other])
     assert set(answer_table(board)["relation"]) == {"add/remove"}
@@ -679,25 +691,23 @@ def test_the_answer_says_each_row_s_audits_in_the_four_words():
     not audited where none ran (saying when audits of another design were not counted); a refutation alone."""
     from inputdp.reports.leaderboard.answer import audit_cell
 
-    base = {"epsilon": 1.0, "relation_key": "zero_out", "mechanism audit": "", "white_box_audits": 0,
+    base = {"epsilon": 1.0, "relation_key": "zero_out", "mechanism_word": "", "white_box_audits": 0,
             "black_box_audits": 0, "white_box_lb": math.nan, "black_box_lb": math.nan, "white_box_ceiling": math.nan,
             "black_box_ceiling": math.nan}
-    tight = {**base, "mechanism audit": "tight to 0.91 at the mechanism (one step (grad_sample_mode=hooks))",
+    tight = {**base, "mechanism_word": "tight", "mechanism_fraction": 0.91,
              "white_box_audits": 1, "white_box_lb": 0.2, "white_box_ceiling": 8.87, "black_box_audits": 1,
              "black_box_lb": 0.0, "black_box_ceiling": 3.1}
     assert audit_cell(tight) == "tight to 0.91 at the mechanism; not refuted (ceiling 8.87) under zero_out"
     no_power = {**base, "relation_key": "add_remove", "white_box_audits": 2, "white_box_lb": 0.0,
                 "white_box_ceiling": 0.0}
     assert audit_cell(no_power) == "no power under add_remove"
-    loose = {**base, "relation_key": "replace_input",
-             "mechanism audit": "not tight at the mechanism (0.81 of the claim)"}
+    loose = {**base, "relation_key": "replace_input", "mechanism_word": "not tight", "mechanism_fraction": 0.81}
     assert audit_cell(loose) == "not tight at the mechanism (0.81 of the claim); the model not audited"
     refuted = {**tight, "white_box_lb": 5.6, "white_box_ceiling": 5.6}  # a refutation is said alone
     assert audit_cell(refuted) == "refuted (5.60 > 1) under zero_out"
-    broken = {**tight, "mechanism audit": "refuted at the mechanism (one step (grad_sample_mode=hooks))"}
+    broken = {**tight, "mechanism_word": "refuted", "mechanism_fraction": 1.4}
     assert audit_cell(broken) == "refuted at the mechanism"
-    other = {**base, "relation_key": "replace_input",
-             "verdict": "not audited under replace_input; 2 audits with add/remove's absent canaries not counted: ..."}
+    other = {**base, "relation_key": "replace_input", "other_design": 2}
     assert audit_cell(other) == ("the model not audited under replace_input (audits of another design not "
                                  "counted)")
 
@@ -738,7 +748,8 @@ def test_a_row_reads_its_claimed_curve_audits_from_their_verdict_fields():
     readings; one refutation among them refutes the row (no guarantee for the released model), said alone in the
     answer."""
     from inputdp.reports.leaderboard.answer import audit_cell
-    from inputdp.reports.leaderboard.verdicts import NO_GUARANTEE, SOUND, _join_audits, covers_model
+    from inputdp.reports.leaderboard.reading import NO_GUARANTEE, SOUND, covers_model
+    from inputdp.reports.leaderboard.verdicts import _join_audits
 
     def audit(method, seed, certified, word):
         return {"dataset": "mnist", "method": method, "epsilon": 1.0, "delta": 1e-5, "kind": "audit", "seed": seed,
@@ -761,9 +772,9 @@ def test_a_row_reads_its_claimed_curve_audits_from_their_verdict_fields():
     assert row.loc["tight", "curve_audits"] == 3 and row.loc["tight", "curve_median"] == pytest.approx(0.85 / 0.999)
     assert row.loc["tight", "verdict"].startswith("tight to 0.85 of the claimed curve (median of 3 seeds, 0.80-0.93); "
                                                   "the one-run readings: not refuted (ceiling 8.87) under replace_input")
-    assert covers_model("yes", row.loc["tight", "verdict"]) == SOUND
+    assert covers_model(row.loc["tight"]) == SOUND
     assert row.loc["broken", "verdict"] == "claim refuted by the claimed curve (1 of 2 audits) under replace_input"
-    assert covers_model("yes", row.loc["broken", "verdict"]) == NO_GUARANTEE
+    assert covers_model(row.loc["broken"]) == NO_GUARANTEE
     cells = {r["method"]: audit_cell(r) for _, r in board.iterrows()}
     assert cells["tight"] == ("tight to 0.85 of the claimed curve (median of 3 seeds, 0.80-0.93); not refuted "
                               "(ceiling 8.87) under replace_input")
@@ -810,26 +821,27 @@ def test_the_answer_takes_a_configuration_s_mechanism_audit_from_the_study_that_
     a tight audit of its own, makes the shown row unsound."""
     from inputdp.reports.summary import answer_block
 
-    def board(study: str, mechanism: str, q: float = 0.01, acc: float = 0.98, relation: str = "add_remove") -> None:
-        folder = tmp_path / study  # the reference, DP-SGD and DP least squares
+    def board(study: str, mechanism: tuple, q: float = 0.01, acc: float = 0.98, relation: str = "add_remove") -> None:
+        folder = tmp_path / study  # the reference, DP-SGD and DP least squares (mechanism: (its text, word, fraction))
         folder.mkdir(exist_ok=True)
         common = {"dataset": "mnist", "preset": "best", "model": "m", "q": q, "T": 10, "delta": 1e-5, "seeds": 3,
                   "view": "own_best", "acc_std": 0.001, "guarantee": "true", "time_ratio_to_nonprivate": math.nan,
                   "speed_source": "", "mechanism": "subsampled_gaussian", "relation_key": "add_remove",
-                  "adjacency": "add/remove one example", "mechanism audit": "", "accountant": "pld"}
+                  "adjacency": "add/remove one example", "mechanism audit": "", "accountant": "pld",
+                  "mechanism_word": "", "mechanism_fraction": math.nan}
         audited = {"white_box_audits": 1, "white_box_lb": 0.1, "white_box_ceiling": 8.87,
                    "verdict": "not refuted (ceiling 8.87) under add_remove"}
         rows = [{**common, "method": "nonprivate", "epsilon": math.inf, "acc_mean": 0.99},
-                {**common, **audited, "method": "dpsgd", "epsilon": 1.0, "acc_mean": acc, "mechanism audit": mechanism,
-                 "relation_key": relation},
+                {**common, **audited, "method": "dpsgd", "epsilon": 1.0, "acc_mean": acc, "mechanism audit": mechanism[0],
+                 "mechanism_word": mechanism[1], "mechanism_fraction": mechanism[2], "relation_key": relation},
                 {**common, **audited, "method": "dp_least_squares", "epsilon": 1.0, "acc_mean": 0.96}]
         pd.DataFrame(rows).to_csv(folder / "leaderboard.csv", index=False)
 
     def line() -> str:
         return next(x for x in answer_block(tmp_path) if x.startswith("| mnist | add/remove"))
 
-    tight = "tight to 0.97 at the mechanism (one step (grad_sample_mode=hooks))"
-    board("a-study", "")
+    tight = ("tight to 0.97 at the mechanism (one step (grad_sample_mode=hooks))", "tight", 0.97)
+    board("a-study", ("", "", math.nan))
     assert "at the mechanism" not in line()
     board("b-study", tight, q=0.02, acc=0.97)
     assert "| a-study |" in line() and "at the mechanism" not in line()  # another (q, T): another release
@@ -838,10 +850,10 @@ def test_the_answer_takes_a_configuration_s_mechanism_audit_from_the_study_that_
     board("b-study", tight)
     assert "| dpsgd (m) |" in line() and "| a-study |" in line()
     assert "| tight to 0.97 at the mechanism (in b-study); not refuted (ceiling 8.87) under add_remove |" in line()
-    board("b-study", "not tight at the mechanism (0.81 of the claim)")
+    board("b-study", ("not tight at the mechanism (0.81 of the claim)", "not tight", 0.81))
     assert "| not tight at the mechanism (0.81 of the claim; in b-study); not refuted" in line()
     board("a-study", tight)  # the shown row's own audit ...
-    board("c-study", "refuted at the mechanism (one step (grad_sample_mode=hooks))")  # ... and a refutation elsewhere
+    board("c-study", ("refuted at the mechanism (one step (grad_sample_mode=hooks))", "refuted", 1.4))  # ... and elsewhere
     assert "| dp_least_squares (m) |" in line()  # DP-SGD's claim is refuted, in whichever study
 
 

@@ -18,6 +18,7 @@ from mlflow.tracking import MlflowClient
 from inputdp.core import names
 from inputdp.core.claims import RELATION_VALUES
 from inputdp.core.errors import ConfigError, one_line
+from inputdp.core.verdicts import REFUTED, Verdict
 
 from .uri import (
     DEFAULT_EXPERIMENT,
@@ -249,19 +250,19 @@ def _withdrawn(mlflow_client, run_id: str) -> bool:
 
 def refuted_claims(mlflow_client, exp: str) -> dict:
     """(match key, method, variant) -> the largest bound of a stored audit of that claim, under the claim's own
-    relation, that exceeds its epsilon (what ``bench run`` prints as "refuted"). It reads the current store schema:
-    the caller refuses, or says it skips, an experiment in an older one (``schema.check_schema``)."""
+    relation, whose stored verdict (core/verdicts.py: its fields) is "refuted" (what ``bench run`` prints). It reads the
+    current store schema: the caller refuses, or says it skips, an experiment in an older one
+    (``schema.check_schema``)."""
     out: dict = {}
     audits = f"tags.{names.TAG_KIND} = '{names.KIND_AUDIT}'"
     for a in mlflow_client.search_runs([exp], filter_string=audits, max_results=50000):
         t, m = a.data.tags, a.data.metrics
-        bounds = [m.get(f"{names.METRIC_EPSILON_LB}.{th}", 0.0) for th in names.THREATS]
-        bounds += [m.get(names.METRIC_THREAT_FDP_BOUND.format(th), 0.0) for th in names.THREATS]
         relation = RELATION_VALUES.get(t.get(names.TAG_PRIVACY_RELATION, ""))
         if relation is not None and t.get(names.TAG_AUDIT_DESIGN) != relation.excluded:
             continue  # pairs under another relation: it tests no statement of this claim
-        eps = float(a.data.params.get(names.PARAM_EPSILON, "inf"))
         key = (t.get(names.TAG_AUDIT_OF, ""), t.get(names.TAG_METHOD, ""), t.get(names.TAG_VARIANT, ""))
-        if max(bounds) > eps:
-            out[key] = max(out.get(key, 0.0), max(bounds))
+        for threat in names.THREATS:
+            verdict = Verdict.from_fields(threat, m, t)
+            if verdict is not None and verdict.word == REFUTED:
+                out[key] = max(out.get(key, 0.0), verdict.bound)
     return out

@@ -98,6 +98,7 @@ def test_the_terminal_table_shows_the_whole_sweep_its_guarantee_and_what_cannot_
 
     from inputdp.benchmarks.tracking import open_store
     from inputdp.core import names
+    from inputdp.core.verdicts import one_run_fields
 
     rng = np.random.default_rng(0)  # a user's own data with a test split of 30 examples
     np.savez(tmp_path / "d.npz", x_train=rng.integers(0, 256, (300, 12, 12), dtype=np.uint8),
@@ -122,7 +123,12 @@ def test_the_terminal_table_shows_the_whole_sweep_its_guarantee_and_what_cannot_
                                          names.TAG_VARIANT: "", names.TAG_AUDIT_OF: trained.data.tags[names.TAG_MATCH_KEY],
                                          names.TAG_PRIVACY_RELATION: "replace_input", names.TAG_AUDIT_DESIGN: "replaced"})
     client.log_param(audit.info.run_id, names.PARAM_EPSILON, "4.0")
-    client.log_metric(audit.info.run_id, f"{names.METRIC_EPSILON_LB}.white_box", 5.6)
+    bounds = {f"{names.METRIC_EPSILON_LB}.white_box": 5.6}
+    fields = one_run_fields(bounds, {names.TAG_AUDIT_DESIGN: "replaced"}, claimed_epsilon=4.0, delta=1e-5, canaries=20)
+    for k, v in {**bounds, **fields[0]}.items():  # the bound, and the verdict as fields (as an audit logs them)
+        client.log_metric(audit.info.run_id, k, v)
+    for k, v in fields[1].items():
+        client.set_tag(audit.info.run_id, k, v)
     client.set_terminated(audit.info.run_id, "FINISHED")
     assert main(argv) == 0
     again = capsys.readouterr().out

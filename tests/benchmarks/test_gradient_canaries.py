@@ -234,6 +234,7 @@ def test_the_verdict_is_the_claimed_curve_test_and_the_one_run_readings_stand_be
     assert (back[0] == included).all() and all(np.array_equal(back[1][s], scores[s]) for s in SCORES)
 
 
+@pytest.mark.slow  # two audits a relation: about 30 s on 2 cores
 @pytest.mark.parametrize("adjacency", ["replace_input", "zero_out"])
 def test_each_canary_is_a_trial_of_its_own(tiny, adjacency):
     """Why the m canaries are m independent trials (THEORY.md, "The claimed curve"): flipping one canary's coin moves

@@ -34,7 +34,8 @@ def cmd_calibrate(args: argparse.Namespace) -> int:
     cal = method.calibrate(spec)
     out: dict[str, Any] = {"method": args.method, "epsilon": cal.epsilon, "epsilon_target": args.epsilon,
                            "delta": args.delta, "sampling_rate": args.sampling_rate, "steps": args.steps,
-                           **cal.noise, **{k: v for k, v in cal.details.items() if k not in cal.noise},
+                           **method.claim_text().parameters, **cal.noise,
+                           **{k: v for k, v in cal.details.items() if k not in cal.noise},
                            "order": cal.order, "calibration_seconds": cal.seconds}
     if args.json:
         print(json.dumps(out))

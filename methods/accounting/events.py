@@ -18,12 +18,28 @@ from typing import Any
 
 from scipy import optimize
 
-from inputdp.core.claims import ADD_REMOVE, ZERO_OUT
+from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT, ZERO_OUT
 from inputdp.core.errors import ConfigError
 
 from .one_release import gaussian_release_delta
-from .pld import VALUE_INTERVAL, _neighbouring
 from .trade_off import TradeOffCurve, gaussian_curve, profile_curve
+
+#: the width of the privacy-loss grid (dp_accounting's ``value_discretization_interval``) of every PLD the suite reads
+VALUE_INTERVAL = 1e-3
+
+
+def neighbouring(relation: str):
+    """dp_accounting's NeighboringRelation of the suite's relation key (one line otherwise)."""
+    from dp_accounting import NeighboringRelation
+
+    if relation == ADD_REMOVE:
+        return NeighboringRelation.ADD_OR_REMOVE_ONE
+    if relation == REPLACE_INPUT:
+        return NeighboringRelation.REPLACE_ONE
+    if relation == ZERO_OUT:
+        return NeighboringRelation.REPLACE_SPECIAL
+    raise ValueError(f"relation={relation!r} is not allowed: choose one of {', '.join(RELATIONS)}")
+
 
 #: the privacy-loss grid of :func:`allowed_noise` where the event is not Gaussians alone (a search on a grid ten
 #: times coarser brackets it first)
@@ -39,35 +55,36 @@ class Release:
 
     def epsilon(self, delta: float, *, interval: float = VALUE_INTERVAL) -> float:
         """Epsilon at ``delta`` from dp_accounting's PLD accountant (pessimistic, connect-the-dots) composing the
-        event under the relation."""
-
-        return float(self._pld(interval).get_epsilon_for_delta(delta))
+        event under the relation (inf for an event the library calls non-private)."""
+        return float(self._accountant(interval).get_epsilon(delta))
 
     def trade_off(self, *, interval: float = VALUE_INTERVAL) -> TradeOffCurve:
         """The claimed trade-off curve of the release (methods/accounting/trade_off.py): exact mu-GDP where the event
         is unsampled Gaussians read under add/remove (their exact composition), else from dp_accounting's
         pessimistic PLD's privacy profile (both directions), read on ``trade_off.EPSILON_GRID``: at or below the
-        exact curve, never above."""
+        exact curve, never above; no curve at all (0) for an event the library calls non-private."""
         gaussians = _gaussians(self.event) if self.relation in (ADD_REMOVE, ZERO_OUT) else None
-        if gaussians is not None:
+        if gaussians is not None and all(s > 0 for s, _ in gaussians):
             return gaussian_curve(math.sqrt(sum(n / s**2 for s, n in gaussians)),
                                   "exact composition of Gaussians (Dong, Roth & Su 2022)")
-        pld = self._pld(interval)
-        return profile_curve(pld.get_delta_for_epsilon,
-                             f"dp_accounting PLD (pessimistic, grid {interval:g}, {self.relation})")
+        accountant = self._accountant(interval)
+        source = f"dp_accounting PLD (pessimistic, grid {interval:g}, {self.relation})"
+        if accountant._contains_non_dp_event:  # the library's own flag: no epsilon at any delta
+            return profile_curve(lambda e: [1.0] * len(e), source)
+        return profile_curve(accountant._pld.get_delta_for_epsilon, source)
 
-    def _pld(self, interval: float):
-        """dp_accounting's pessimistic PLD of the event under the relation, composed once per (event, relation,
-        grid): a release's epsilon and its curve read the same one."""
+    def _accountant(self, interval: float):
+        """dp_accounting's PLD accountant having composed the event under the relation (pessimistic), once per
+        (event, relation, grid): a release's epsilon and its curve read the same distribution."""
         key = (repr(self.event), self.relation, interval)
         if key not in _PLDS:
             from dp_accounting.pld import pld_privacy_accountant
 
-            accountant = pld_privacy_accountant.PLDAccountant(neighboring_relation=_neighbouring(self.relation),
+            accountant = pld_privacy_accountant.PLDAccountant(neighboring_relation=neighbouring(self.relation),
                                                               value_discretization_interval=interval)
             if len(_PLDS) >= 64:
                 _PLDS.pop(next(iter(_PLDS)))
-            _PLDS[key] = accountant.compose(self.event)._pld  # the composed distribution (no getter in the library)
+            _PLDS[key] = accountant.compose(self.event)  # its composed distribution: ``_pld`` (no getter)
         return _PLDS[key]
 
 
@@ -77,12 +94,15 @@ _PLDS: dict[tuple[str, str, float], object] = {}
 
 def subsampled_gaussian_steps(*, sigma: float, sampling_rate: float, steps: int,
                               releases: tuple[float, int] = (0.0, 0)) -> Any:
-    """DP-SGD's release: ``releases`` (sigma_r, k) unsubsampled Gaussians, then T Poisson-subsampled Gaussian steps."""
+    """DP-SGD's release: ``releases`` (sigma_r, k) unsubsampled Gaussians, then T Poisson-subsampled Gaussian steps
+    (no part where its count is 0: the library composes no event zero times)."""
     import dp_accounting
 
-    step = dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(sigma))
-    parts = [dp_accounting.GaussianDpEvent(releases[0])] * releases[1]
-    return dp_accounting.ComposedDpEvent([*parts, dp_accounting.SelfComposedDpEvent(step, steps)])
+    parts = [dp_accounting.GaussianDpEvent(releases[0])] * int(releases[1])
+    if steps > 0:
+        step = dp_accounting.PoissonSampledDpEvent(sampling_rate, dp_accounting.GaussianDpEvent(sigma))
+        parts.append(dp_accounting.SelfComposedDpEvent(step, int(steps)))
+    return dp_accounting.ComposedDpEvent(parts)
 
 
 def gaussian_releases(*sigmas: float) -> Any:

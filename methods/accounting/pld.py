@@ -19,13 +19,12 @@ import functools
 import math
 from importlib.metadata import version
 
-from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT, ZERO_OUT
+from inputdp.core.claims import ADD_REMOVE, ZERO_OUT
 
 from .calibration import InfeasibleTarget, calibrate_parameter
+from .events import VALUE_INTERVAL, Release, neighbouring, subsampled_gaussian_steps
 from .gaussian_rdp import MAX_SIGMA, MIN_SIGMA, gaussian_noise_multiplier_rdp
 
-#: the width of the privacy-loss grid (dp_accounting's ``value_discretization_interval``)
-VALUE_INTERVAL = 1e-3
 #: the most steps the PLD is composed over (beyond, its support and time grow without a useful answer: use rdp)
 MAX_STEPS = 10**5
 #: the relative tolerance on sigma of the calibration (the answer still meets the target exactly)
@@ -47,18 +46,6 @@ DESCRIPTION_ZERO_OUT = (f"privacy-loss distribution (dp_accounting, connect-the-
                         f"{VALUE_INTERVAL:g}, zero-out: one example against the null example, the difference C)")
 
 
-def _neighbouring(relation: str):
-    from dp_accounting import NeighboringRelation
-
-    if relation == ADD_REMOVE:
-        return NeighboringRelation.ADD_OR_REMOVE_ONE
-    if relation == REPLACE_INPUT:
-        return NeighboringRelation.REPLACE_ONE
-    if relation == ZERO_OUT:
-        return NeighboringRelation.REPLACE_SPECIAL
-    raise ValueError(f"relation={relation!r} is not allowed: choose one of {', '.join(RELATIONS)}")
-
-
 @functools.lru_cache(maxsize=1024)
 def gaussian_epsilon_pld(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
                          interval: float = VALUE_INTERVAL, relation: str = ADD_REMOVE,
@@ -71,30 +58,19 @@ def gaussian_epsilon_pld(*, noise_multiplier: float, sampling_rate: float, steps
 
     ``releases`` = (sigma_r, k): k Gaussian releases of a sum of per-example vectors clipped to norm c, each with
     noise sigma_r c, made once on the whole data (unsubsampled) and composed with the steps; under the same relation
-    (the difference c, or 2c where one input is replaced). DP-SGD's privately estimated normalisation statistics."""
-    from dp_accounting.pld import privacy_loss_distribution as pld
+    (the difference c, or 2c where one input is replaced). DP-SGD's privately estimated normalisation statistics.
 
-    neighbouring = _neighbouring(relation)
+    The PLD is the release's own event composed by dp_accounting's PLD accountant (events.Release.epsilon): one
+    construction, the one the claimed curve and the audits read too."""
     release_sigma, count = float(releases[0]), int(releases[1])
-    total = None
-    if count > 0:
-        if release_sigma <= 0:
-            return math.inf
-        total = pld.from_gaussian_mechanism(standard_deviation=release_sigma, sensitivity=1.0,
-                                            pessimistic_estimate=True, value_discretization_interval=interval,
-                                            sampling_prob=1.0, use_connect_dots=True,
-                                            neighboring_relation=neighbouring).self_compose(count)
-    if steps > 0 and sampling_rate > 0:
-        if noise_multiplier <= 0:
-            return math.inf
-        one = pld.from_gaussian_mechanism(standard_deviation=float(noise_multiplier), sensitivity=1.0,
-                                          pessimistic_estimate=True, value_discretization_interval=interval,
-                                          sampling_prob=float(sampling_rate), use_connect_dots=True,
-                                          neighboring_relation=neighbouring).self_compose(int(steps))
-        total = one if total is None else total.compose(one)
-    if total is None:
+    stepping = steps > 0 and sampling_rate > 0
+    if (count > 0 and release_sigma <= 0) or (stepping and noise_multiplier <= 0):
+        return math.inf
+    if count <= 0 and not stepping:
         return 0.0
-    return float(total.get_epsilon_for_delta(float(delta)))
+    event = subsampled_gaussian_steps(sigma=float(noise_multiplier), sampling_rate=float(sampling_rate),
+                                      steps=int(steps) if stepping else 0, releases=(release_sigma, count))
+    return Release(event, relation).epsilon(float(delta), interval=interval)
 
 
 def discretisation_gap(*, noise_multiplier: float, sampling_rate: float, steps: int, delta: float,
@@ -110,7 +86,7 @@ def gaussian_noise_multiplier_pld(*, epsilon: float, delta: float, sampling_rate
                                   relation: str = ADD_REMOVE, releases: tuple[float, int] = (0.0, 0)) -> float:
     """The smallest sigma (to ``SIGMA_RTOL``) whose PLD epsilon (with ``releases`` composed) is at most ``epsilon``;
     always on the safe side."""
-    _neighbouring(relation)
+    neighbouring(relation)
 
     def eps_of(sigma: float) -> float:
         return gaussian_epsilon_pld(noise_multiplier=sigma, sampling_rate=sampling_rate, steps=steps, delta=delta,

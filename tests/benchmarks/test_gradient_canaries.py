@@ -226,12 +226,13 @@ def test_the_verdict_is_the_claimed_curve_test_and_the_one_run_readings_stand_be
     out = read(claim, included, scores, np.zeros(m, dtype=int), rates=(0.5,))
     assert out.score_lb("last_iterate") > claim.epsilon  # every guess right: far above the claim
     assert out.epsilon_lb == out.score_lb(PRIMARY) < 0.5  # a coin: no evidence
-    assert not out.curve.refuted and out.curve.ratio < 0.5 and out.verdict().startswith("tight to ")
+    assert not out.curve.refuted and out.curve.ratio < 0.5 and out.verdict() == "not refuted"  # it certifies nothing
     assert out.verdict_value().bound_kind == "claimed_curve" and out.verdict_value().tests == 1
     rows = canaries_csv(out).splitlines()
     assert rows[0] == "canary,included,times_sampled," + ",".join(SCORES) and len(rows) == m + 1
     back = parse_canaries_csv(canaries_csv(out))
-    assert (back[0] == included).all() and all(np.array_equal(back[1][s], scores[s]) for s in SCORES)
+    stored = all(np.allclose(back[1][s], scores[s], rtol=1e-8, atol=0) for s in SCORES)  # scores kept to 9 digits
+    assert (back[0] == included).all() and stored
 
 
 @pytest.mark.slow  # two audits a relation: about 30 s on 2 cores

@@ -439,3 +439,14 @@ def test_reports_never_read_a_verdict_or_a_claim_from_its_words():
     callers = {f.name for f in ast.walk(tree) if isinstance(f, ast.FunctionDef) for n in ast.walk(f)
                if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "re"}
     assert callers == {"_file_stem"}
+
+
+def test_no_audit_searches_a_noise_of_its_own():
+    """The audits read the claim's noise from the accountant registry (a mechanism audit's release is the family
+    ScaledEvent, which accountants.PLD calibrates): no module under benchmarks/ runs a root search (brentq) or the
+    calibration's search (calibrate_parameter) of its own."""
+    found = sorted(f"{p.relative_to(ROOT)}: {n.attr if isinstance(n, ast.Attribute) else n.id}"
+                   for p in (ROOT / "benchmarks").rglob("*.py") for n in ast.walk(ast.parse(p.read_text()))
+                   if (isinstance(n, ast.Attribute) and n.attr in ("brentq", "calibrate_parameter"))
+                   or (isinstance(n, ast.Name) and n.id in ("brentq", "calibrate_parameter")))
+    assert found == []

@@ -52,7 +52,9 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 from inputdp.methods import METHODS as METHOD_REGISTRY
 from inputdp.methods import create_method
-from inputdp.methods.accounting.events import allowed_noise, gdp_mu
+from inputdp.methods.accounting.accountants import accountant as accountant_named
+from inputdp.methods.accounting.events import gdp_mu
+from inputdp.methods.accounting.releases import ScaledEvent
 from inputdp.methods.base import AUDIT_THRESHOLDS, Method
 
 from ..tracking import log_finished_run, open_store
@@ -186,6 +188,14 @@ def audited_methods() -> list[str]:
         if cls.release_trials is not Method.release_trials:
             out.append(name)
     return out
+
+
+def allowed_noise(event, *, epsilon: float, delta: float, relation: str) -> tuple[float, str]:
+    """(s, how): the least noise scale of the release ``event`` that the claim (epsilon, delta) allows under
+    ``relation``, and the accountant's words: the one calibration (accountants.calibrate's registry) reading the
+    release family ``ScaledEvent``."""
+    family, pld = ScaledEvent(event, relation), accountant_named("pld")
+    return pld.least_noise(family, epsilon, delta), pld.label(family)
 
 
 def audit_release(trials, *, method: str, run_epsilon: float, delta: float, noise_scale: float = 1.0,

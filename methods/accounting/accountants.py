@@ -5,7 +5,7 @@ family describes (``sound``: the papers' accountants read a per-example release 
 which it is not, and say so). A registry in Opacus' manner: ``register_accountant`` refuses a name taken.
 
 - ``pld``: dp_accounting's privacy-loss distribution (pessimistic, connect-the-dots; the tightest sound one) of the
-  subsampled-Gaussian steps under any relation;
+  subsampled-Gaussian steps under any relation, and of any event's noise scaled (a mechanism audit's release);
 - ``rdp``: the suite's vectorised copy of Opacus' RDP accountant; ``prv``: Opacus' PRV accountant (add/remove and
   zero-out only, no prior releases); each also reads the penultimate Gaussian's vectors as its paper does (unsound);
 - ``analytic_gaussian``: unsampled Gaussian releases composed exactly (Balle & Wang 2018; Dong, Roth & Su 2022);
@@ -26,6 +26,8 @@ from inputdp.core.config import PrivacySpec
 from inputdp.core.errors import ConfigError
 
 from .calibration import InfeasibleTarget, calibrate_parameter
+from .event_noise import event_least_noise
+from .events import PLD_INTERVAL
 from .gaussian_rdp import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from .gnmax import ORDERS as GNMAX_ORDERS
 from .gnmax import data_independent_rdp
@@ -42,7 +44,7 @@ from .pld import (
     library_version,
 )
 from .rdp import calibrate_r, dirichlet_epsilon, rdp_to_epsilon
-from .releases import GaussianReleases, GaussianSteps, NonPrivate, PateQueries, PerExampleVectors
+from .releases import GaussianReleases, GaussianSteps, NonPrivate, PateQueries, PerExampleVectors, ScaledEvent
 from .trade_off import TradeOffCurve
 
 
@@ -142,18 +144,38 @@ class _SubsampledGaussian(Accountant):
 
 
 class PLD(_SubsampledGaussian):
+    """DP-SGD's steps, and any release a dp_accounting event describes with its noise scaled (``ScaledEvent``: a
+    mechanism audit's trials), under any relation."""
+
     name = "pld"
+    families = (GaussianSteps, ScaledEvent)
     relations = RELATIONS
     composes_releases = True
 
     def check(self, family) -> None:
+        if isinstance(family, ScaledEvent):
+            return
         super().check(family)
         if isinstance(family, GaussianSteps) and family.steps > MAX_STEPS:
             raise ConfigError(f"steps={family.steps} is not allowed with accountant=pld: it composes at most "
                               f"{MAX_STEPS:,} steps; use accountant=rdp")
 
     def label(self, family) -> str:
+        if isinstance(family, ScaledEvent):
+            if family.gaussians() is not None:
+                return "exact composition of Gaussians (Dong, Roth & Su 2022)"
+            return f"dp_accounting PLD (pessimistic, grid {PLD_INTERVAL:g}, {family.relation})"
         return f"pld (dp_accounting {library_version()}, pessimistic, grid {VALUE_INTERVAL:g})"
+
+    def epsilon_and_order(self, family, noise: float, delta: float) -> tuple[float, float | None]:
+        if isinstance(family, ScaledEvent):
+            return family.at(noise).epsilon(delta, interval=PLD_INTERVAL), None
+        return super().epsilon_and_order(family, noise, delta)
+
+    def least_noise(self, family, epsilon: float, delta: float) -> float:
+        if isinstance(family, ScaledEvent):
+            return event_least_noise(family, float(epsilon), float(delta))
+        return super().least_noise(family, epsilon, delta)
 
     def details(self, family) -> dict[str, Any]:
         relation = _as_steps(family).relation

@@ -1,6 +1,6 @@
 """What a method's training releases, as a value an accountant composes: a dp_accounting ``DpEvent`` and the
-neighbouring relation the library is asked about (THEORY.md, "Neighbouring relations"); and the least noise an
-(epsilon, delta) claim allows an event (``allowed_noise``: the mechanism audits' reference).
+neighbouring relation the library is asked about (THEORY.md, "Neighbouring relations"); the noise scaling of an
+event (``scaled_event``: a mechanism audit's release family, releases.ScaledEvent) and mu-GDP's conversions.
 
 A method that declares its release (``Method.release``) can have its claim recomputed by dp_accounting's own
 accountants, independently of the method's calibration code (the method contract tests do, for every method that
@@ -19,7 +19,6 @@ from typing import Any
 from scipy import optimize
 
 from inputdp.core.claims import ADD_REMOVE, RELATIONS, REPLACE_INPUT, ZERO_OUT
-from inputdp.core.errors import ConfigError
 
 from .one_release import gaussian_release_delta
 from .trade_off import TradeOffCurve, gaussian_curve, profile_curve
@@ -41,8 +40,8 @@ def neighbouring(relation: str):
     raise ValueError(f"relation={relation!r} is not allowed: choose one of {', '.join(RELATIONS)}")
 
 
-#: the privacy-loss grid of :func:`allowed_noise` where the event is not Gaussians alone (a search on a grid ten
-#: times coarser brackets it first)
+#: the privacy-loss grid of a mechanism audit's event where it is not Gaussians alone (accountants.PLD's search on
+#: it; one on a grid ten times coarser brackets it first)
 PLD_INTERVAL = 1e-4
 
 
@@ -63,7 +62,7 @@ class Release:
         is unsampled Gaussians read under add/remove (their exact composition), else from dp_accounting's
         pessimistic PLD's privacy profile (both directions), read on ``trade_off.EPSILON_GRID``: at or below the
         exact curve, never above; no curve at all (0) for an event the library calls non-private."""
-        gaussians = _gaussians(self.event) if self.relation in (ADD_REMOVE, ZERO_OUT) else None
+        gaussians = gaussians_of(self.event) if self.relation in (ADD_REMOVE, ZERO_OUT) else None
         if gaussians is not None and all(s > 0 for s, _ in gaussians):
             return gaussian_curve(math.sqrt(sum(n / s**2 for s, n in gaussians)),
                                   "exact composition of Gaussians (Dong, Roth & Su 2022)")
@@ -112,7 +111,7 @@ def gaussian_releases(*sigmas: float) -> Any:
     return dp_accounting.ComposedDpEvent([dp_accounting.GaussianDpEvent(s) for s in sigmas])
 
 
-# --- the least noise a claim allows an event (the mechanism audits' reference) ----------------------------------
+# --- mu-GDP, and an event's noise scaled (a mechanism audit's release family) -------------------------------
 def gdp_delta(mu: float, epsilon: float) -> float:
     """delta(epsilon) of mu-GDP: one Gaussian release of sensitivity 1 and noise 1/mu (Dong, Roth & Su 2022,
     Corollary 2.13; the project's exact formula, methods/accounting/one_release.py)."""
@@ -128,16 +127,16 @@ def gdp_mu(epsilon: float, delta: float) -> float:
     return float(optimize.brentq(lambda m: gdp_delta(m, epsilon) - delta, 1e-12, high, xtol=1e-14, rtol=1e-12))
 
 
-def _gaussians(event, count: int = 1) -> list[tuple[float, int]] | None:
+def gaussians_of(event, count: int = 1) -> list[tuple[float, int]] | None:
     """(noise multiplier, times) of each Gaussian of an event made of unsampled Gaussians composed; None otherwise."""
     from dp_accounting import dp_event
 
     if isinstance(event, dp_event.GaussianDpEvent):
         return [(float(event.noise_multiplier), count)]
     if isinstance(event, dp_event.SelfComposedDpEvent):
-        return _gaussians(event.event, count * int(event.count))
+        return gaussians_of(event.event, count * int(event.count))
     if isinstance(event, dp_event.ComposedDpEvent):
-        parts = [_gaussians(e, count) for e in event.events]
+        parts = [gaussians_of(e, count) for e in event.events]
         return None if any(p is None for p in parts) else [g for p in parts for g in p]
     return None
 
@@ -162,59 +161,3 @@ def pld_epsilon(event, *, delta: float, relation: str, interval: float = PLD_INT
     """epsilon at ``delta`` of ``event`` under ``relation`` by dp_accounting's PLD accountant (:meth:`Release.epsilon`)
     on a grid of ``interval``."""
     return Release(event, relation).epsilon(delta, interval=interval)
-
-
-_ALLOWED: dict[tuple[str, float, float, str], tuple[float, str]] = {}
-
-
-def allowed_noise(event, *, epsilon: float, delta: float, relation: str = ADD_REMOVE) -> tuple[float, str]:
-    """(s_min, how it was found): the least s such that ``event`` with every noise multiplier times s is
-    (epsilon, delta)-DP under ``relation``.
-
-    Unsampled Gaussians alone (add/remove, the sensitivity folded into the noise multipliers) compose exactly to one
-    of mu = sqrt(sum_i 1 / s_i^2) (Dong, Roth & Su 2022, Corollary 3.3), so s_min = mu(unit event) / gdp_mu(epsilon,
-    delta), exact. Otherwise dp_accounting's PLD on a grid of ``PLD_INTERVAL``, pessimistic: its epsilon is an upper
-    bound, so s_min is at or above the exact one by the grid's error (tests/benchmarks/test_mechanism_audit.py measures it)."""
-    key = (repr(event), float(epsilon), float(delta), relation)
-    if key in _ALLOWED:
-        return _ALLOWED[key]
-    gaussians = _gaussians(event) if relation in (ADD_REMOVE, ZERO_OUT) else None  # zero-out: add/remove's pair
-    if gaussians is not None:
-        mu_unit = math.sqrt(sum(n / s**2 for s, n in gaussians))
-        out = (mu_unit / gdp_mu(epsilon, delta), "exact composition of Gaussians (Dong, Roth & Su 2022)")
-    else:
-        out = (_pld_noise(event, epsilon=epsilon, delta=delta, relation=relation),
-               f"dp_accounting PLD (pessimistic, grid {PLD_INTERVAL:g}, {relation})")
-    _ALLOWED[key] = out
-    return out
-
-
-def _pld_noise(event, *, epsilon: float, delta: float, relation: str) -> float:
-    """The root in s of PLD epsilon = ``epsilon`` (decreasing in s): bracketed by doubling from s = 1 on a grid of
-    10 x ``PLD_INTERVAL``, settled on that grid, then on ``PLD_INTERVAL`` within 0.3% of it (widened if need be)."""
-
-    def excess(log_s: float, interval: float) -> float:
-        return pld_epsilon(scaled_event(event, math.exp(log_s)), delta=delta, relation=relation,
-                           interval=interval) - epsilon
-
-    coarse = 10 * PLD_INTERVAL
-    low, high = 0.0, 0.0
-    if excess(0.0, coarse) > 0:
-        while excess(high, coarse) > 0:
-            low, high = high, high + math.log(2.0)
-            if high > math.log(1e4):
-                raise ConfigError(f"epsilon={epsilon:g} is not allowed in a mechanism audit: no noise below 1e4 "
-                                  f"meets it at delta={delta:g}")
-    else:
-        while excess(low, coarse) <= 0:
-            high, low = low, low - math.log(2.0)
-            if low < math.log(1e-3):
-                raise ConfigError(f"epsilon={epsilon:g} is not allowed in a mechanism audit: noise 1e-3 already meets "
-                                  f"it at delta={delta:g}")
-    first = optimize.brentq(excess, low, high, args=(coarse,), xtol=2e-3)
-    low, high = first - 0.003, first + 0.003  # the two grids' roots differ by about 0.1%
-    while excess(low, PLD_INTERVAL) <= 0:
-        low -= 0.01
-    while excess(high, PLD_INTERVAL) > 0:
-        high += 0.01
-    return math.exp(optimize.brentq(excess, low, high, args=(PLD_INTERVAL,), xtol=1e-4))

@@ -74,3 +74,25 @@ def test_what_a_theorem_does_not_cover_is_refused_in_one_line(name, steps, messa
         least_noise(name, steps, 1.0, 1e-5)
     with pytest.raises(ConfigError, match=r"^accountant='moments' is not allowed: choose one of pld, rdp, prv, "):
         accountant("moments")
+
+
+def test_a_scaled_event_is_calibrated_by_the_registry_and_meets_its_claim():
+    """A mechanism audit's release (any dp_accounting event, its noise scaled: ScaledEvent) goes through the one
+    calibration (accountants.calibrate): PLD's least scale meets the target and 1% less noise does not; unsampled
+    Gaussians under add/remove take the exact mu-GDP composition, which the PLD of the same event confirms."""
+    from dp_accounting import dp_event
+
+    from inputdp.core.config import PrivacySpec
+    from inputdp.methods.accounting.accountants import accountant, calibrate
+    from inputdp.methods.accounting.releases import ScaledEvent
+
+    spec = PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=1)
+    sampled = ScaledEvent(dp_event.SelfComposedDpEvent(dp_event.PoissonSampledDpEvent(
+        0.05, dp_event.GaussianDpEvent(1.0)), 20), "replace_input")
+    cal, pld = calibrate(sampled, accountant("pld"), spec, "a toy release"), accountant("pld")
+    assert cal.epsilon <= 1.0 and pld.epsilon(sampled, 0.99 * pld.least_noise(sampled, 1.0, 1e-5), 1e-5) > 1.0
+    assert pld.label(sampled).startswith("dp_accounting PLD")
+    gaussians = ScaledEvent(dp_event.ComposedDpEvent([dp_event.GaussianDpEvent(1.0), dp_event.GaussianDpEvent(2.0)]))
+    s = pld.least_noise(gaussians, 1.0, 1e-5)
+    assert pld.label(gaussians).startswith("exact composition") and pld.epsilon(gaussians, s, 1e-5) == pytest.approx(
+        1.0, abs=2e-3)

@@ -18,12 +18,12 @@ from inputdp.methods.accounting.accountants import GaussianSteps, accountant  # 
 
 HERE = Path(__file__).parent
 PANELS = [("eps 1, replace_input", ["ri_eps1", "ri_eps1_arsigma", "ri_eps1_half"]),
-          ("eps 1, add/remove", ["ar_eps1"]), ("eps 4", ["ri_eps4", "ar_eps4"])]
+          ("eps 1, add/remove and zero-out", ["ar_eps1", "zo_eps1"]), ("eps 4", ["ri_eps4", "ar_eps4", "zo_eps4"])]
 LABELS = {"ri_eps1": "correct sigma", "ri_eps1_arsigma": "add/remove's sigma (broken)",
-          "ri_eps1_half": "half the sigma (broken)", "ar_eps1": "correct sigma", "ri_eps4": "replace_input",
-          "ar_eps4": "add/remove"}
-COLOURS = {"ri_eps1": "tab:blue", "ri_eps1_arsigma": "tab:orange", "ri_eps1_half": "tab:red", "ar_eps1": "tab:blue",
-           "ri_eps4": "tab:blue", "ar_eps4": "tab:green"}
+          "ri_eps1_half": "half the sigma (broken)", "ar_eps1": "add/remove", "zo_eps1": "zero-out",
+          "ri_eps4": "replace_input", "ar_eps4": "add/remove", "zo_eps4": "zero-out"}
+COLOURS = {"ri_eps1": "tab:blue", "ri_eps1_arsigma": "tab:orange", "ri_eps1_half": "tab:red", "ar_eps1": "tab:green",
+           "zo_eps1": "tab:purple", "ri_eps4": "tab:blue", "ar_eps4": "tab:green", "zo_eps4": "tab:purple"}
 
 
 def claimed(run: dict):

@@ -5,6 +5,8 @@ import json
 import statistics
 from pathlib import Path
 
+from scipy import stats
+
 HERE = Path(__file__).parent
 #: the cases, in the order the table shows them, and what each is
 CASES = {"ri_eps1": "eps 1, replace_input", "ar_eps1": "eps 1, add/remove", "zo_eps1": "eps 1, zero-out",
@@ -64,8 +66,10 @@ def level() -> list[str]:
             by.setdefault(d["name"], []).append(d)
         for name, rows in by.items():
             n, refuted = len(rows), sum(r["refuted"] for r in rows)
+            upper = float(stats.beta.ppf(0.95, refuted + 1, n - refuted)) if refuted < n else 1.0
             lines.append(f"\nlevel ({path.name}, {name}): a correctly calibrated claim refuted in {refuted} of {n} "
-                         f"seeds ({refuted / n:.3f}; the test's level {rows[0]['beta']:g})")
+                         f"seeds ({refuted / n:.3f}, at most {upper:.3f} at 95% (Clopper-Pearson); the test's level "
+                         f"{rows[0]['beta']:g})")
     return lines
 
 

@@ -252,3 +252,6 @@ def _threat_bounds(runs: pd.DataFrame, out: pd.DataFrame) -> None:
             out[f"verdict_{field}_{threat}"] = _col(runs, f"tags.{prefix}{field}", "").fillna("")
         for field in ("bound", "claimed_epsilon", "ceiling", "tests", "level"):
             out[f"verdict_{field}_{threat}"] = pd.to_numeric(_col(runs, f"metrics.{prefix}{field}"), errors="coerce")
+    # the claimed-curve test's smallest p-value over its thresholds (gradient canaries; NaN for every other audit)
+    p_values = [c for c in runs.columns if c.startswith("metrics." + names.METRIC_CURVE.format("p_value."))]
+    out["curve_p_value"] = runs[p_values].apply(pd.to_numeric, errors="coerce").min(axis=1) if p_values else np.nan

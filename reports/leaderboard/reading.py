@@ -121,8 +121,13 @@ def verdict_class(row) -> str:
 
 def claimed_curve(hit: pd.DataFrame) -> dict[str, float | str]:
     """A row's claimed-curve reading from the verdict fields of its audits whose test read the claim's own curve
-    (the gradient canaries at each seed): refuted where one of them is, else tight to the median of what they
-    certify over the claim. Empty where none did."""
+    (the gradient canaries at each seed): refuted where the row's test is (below), else tight to the median of what
+    they certify over the claim. Empty where none did.
+
+    The row reads n independent audits, each a test at level beta of its own thresholds: "refuted where one of them
+    is" would be a test at level up to n beta. The row is refuted where an audit's p-value, times its number of
+    thresholds, is below beta / n (Bonferroni over the row's audits: the row's test at level beta); an audit refuted
+    at its own level but not at the row's is counted (``curve_refuted``) and named, not read as the row's verdict."""
     column = "verdict_bound_kind_white_box"
     if hit.empty or column not in hit.columns:
         return {}
@@ -131,9 +136,20 @@ def claimed_curve(hit: pd.DataFrame) -> dict[str, float | str]:
         return {}
     ratio = (curve["verdict_bound_white_box"].astype(float) / curve["verdict_claimed_epsilon_white_box"].astype(float))
     refuted = int((curve["verdict_word_white_box"] == REFUTED).sum())
-    return {"curve_word": REFUTED if refuted else TIGHT, "curve_median": float(ratio.median()),
+    row_refuted = refuted > 0 and _row_refutes(curve)
+    return {"curve_word": REFUTED if row_refuted else TIGHT, "curve_median": float(ratio.median()),
             "curve_min": float(ratio.min()), "curve_max": float(ratio.max()), "curve_audits": len(curve),
             "curve_refuted": refuted}
+
+
+def _row_refutes(curve: pd.DataFrame) -> bool:
+    """Whether the row's audits refute its claim at the level of one audit (Bonferroni over them); where a store
+    holds no p-value (none logged), each audit's own verdict stands."""
+    if "curve_p_value" not in curve.columns or curve["curve_p_value"].isna().any():
+        return True
+    tests = curve["verdict_tests_white_box"].fillna(1.0).clip(lower=1.0)
+    level = curve["verdict_level_white_box"].astype(float)
+    return bool(((curve["curve_p_value"] * tests) < level / len(curve)).any())
 
 
 def curve_text(curve) -> str:
@@ -142,8 +158,10 @@ def curve_text(curve) -> str:
     if text(curve, "curve_word") == REFUTED:
         return f"refuted by the claimed curve ({int(number(curve, 'curve_refuted'))} of {n} audits)"
     spread = f", {number(curve, 'curve_min'):.2f}-{number(curve, 'curve_max'):.2f}" if n > 1 else ""
+    alone = int(number(curve, "curve_refuted")) if not math.isnan(number(curve, "curve_refuted")) else 0
+    alone_text = f"; {alone} of {n} refuted at its own level, not at the row's" if alone else ""
     return f"tight to {number(curve, 'curve_median'):.2f} of the claimed curve ({'median of ' if n > 1 else ''}{n} " \
-           f"seed{'s' if n > 1 else ''}{spread})"
+           f"seed{'s' if n > 1 else ''}{spread}{alone_text})"
 
 
 def mechanism_reading(hit: pd.DataFrame) -> dict[str, float | str]:

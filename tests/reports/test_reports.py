@@ -878,3 +878,23 @@ def test_a_recipe_of_the_preset_s_own_at_an_epsilon_keeps_its_row_and_another_no
     runs = pd.DataFrame([run(2.93, 16.0, relation="zero_out"), run(2.93, 8.0, relation="replace_input"),
                          run(2.93, 16.0, relation="replace_input"), run(2.93, 8.0, relation="zero_out")])
     assert list(_recipe_suffix(runs)) == ["", "", "lr=16.0", "lr=8.0"]
+
+
+def test_a_row_reads_its_seeds_claimed_curve_audits_at_one_level():
+    """Three audits of one row, each a test at level 0.01: the row is refuted only where one's p-value (times its
+    thresholds) is below 0.01 / 3 (Bonferroni over the row's audits); an audit refuted at its own level alone is
+    counted and named, and the row reads tight to the median certified fraction."""
+    from inputdp.reports.leaderboard.reading import claimed_curve, curve_text
+
+    def audits(p_values, words):
+        return pd.DataFrame({"verdict_bound_kind_white_box": "claimed_curve", "verdict_bound_white_box": [0.84, 1.01, 0.9],
+                             "verdict_claimed_epsilon_white_box": 1.0, "verdict_word_white_box": words,
+                             "verdict_tests_white_box": 1.0, "verdict_level_white_box": 0.01, "curve_p_value": p_values})
+
+    one = claimed_curve(audits([0.3, 0.0062, 0.2], ["tight", "refuted", "tight"]))
+    assert one["curve_word"] == "tight" and one["curve_refuted"] == 1 and one["curve_median"] == pytest.approx(0.9)
+    assert curve_text(one) == ("tight to 0.90 of the claimed curve (median of 3 seeds, 0.84-1.01; 1 of 3 refuted at its "
+                               "own level, not at the row's)")
+    assert claimed_curve(audits([0.3, 0.003, 0.2], ["tight", "refuted", "tight"]))["curve_word"] == "refuted"
+    unknown = audits([0.3, math.nan, 0.2], ["tight", "refuted", "tight"])  # a store without p-values: the audit's own
+    assert claimed_curve(unknown)["curve_word"] == "refuted"

@@ -3,9 +3,10 @@ refutes a claim that holds. The mechanism alone at the claim's own sigma, the au
 from the claimed mechanism), the threshold, the p-value and the verdict; the certification is not searched (the
 verdict alone is what the level is about).
 
-    python level.py NAME EPSILON RELATION Q T M FIRST_SEED LAST_SEED >> level.jsonl
+    python level.py NAME EPSILON RELATION Q T M FIRST_SEED LAST_SEED [RATE] >> level.jsonl
 
-one line of JSON per seed (its counts, p-value and verdict); ``table.py`` sums them.
+one line of JSON per seed (its counts, p-value and verdict); ``table.py`` sums them. RATE, where given, replaces the
+rate the audit's code would choose (e.g. the one a real audit chose at its own numbers of canaries in and out).
 """
 
 from __future__ import annotations
@@ -28,8 +29,8 @@ def main(argv: list[str]) -> None:
     sigma = least_noise("pld", GaussianSteps(q, steps, relation), eps, DELTA)
     family = claimed_family(GaussianSteps(q, steps, relation), accountant("pld"), sigma, DELTA)
     replaced = relation == "replace_input"
-    rates = rates_for(family, sampling_rate=q, steps=steps, sigma=sigma, in_trials=m // 2, out_trials=m - m // 2,
-                      replaced=replaced)
+    rates = (float(argv[8]),) if len(argv) > 8 else rates_for(
+        family, sampling_rate=q, steps=steps, sigma=sigma, in_trials=m // 2, out_trials=m - m // 2, replaced=replaced)
     for seed in range(int(first), int(last) + 1):
         rng = np.random.default_rng(10_000 + seed)
         n_in = int(rng.binomial(m, 0.5))

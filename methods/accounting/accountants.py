@@ -27,7 +27,7 @@ from inputdp.core.errors import ConfigError
 
 from .calibration import InfeasibleTarget, calibrate_parameter
 from .event_noise import event_least_noise
-from .events import PLD_INTERVAL
+from .events import EXACT_GAUSSIANS, PLD_INTERVAL
 from .gaussian_rdp import MAX_SIGMA, MIN_SIGMA, gaussian_epsilon_rdp, gaussian_noise_multiplier_rdp
 from .gnmax import ORDERS as GNMAX_ORDERS
 from .gnmax import data_independent_rdp
@@ -162,8 +162,8 @@ class PLD(_SubsampledGaussian):
 
     def label(self, family) -> str:
         if isinstance(family, ScaledEvent):
-            if family.gaussians() is not None:
-                return "exact composition of Gaussians (Dong, Roth & Su 2022)"
+            if family.at(1.0).exact_mu() is not None:
+                return EXACT_GAUSSIANS
             return f"dp_accounting PLD (pessimistic, grid {PLD_INTERVAL:g}, {family.relation})"
         return f"pld (dp_accounting {library_version()}, pessimistic, grid {VALUE_INTERVAL:g})"
 

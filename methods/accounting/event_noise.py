@@ -26,9 +26,9 @@ def event_least_noise(family: ScaledEvent, epsilon: float, delta: float) -> floa
     key = family.key()
     if (key, epsilon, delta) in _EVENT_NOISE:
         return _EVENT_NOISE[(key, epsilon, delta)]
-    gaussians = family.gaussians()
-    if gaussians is not None:
-        out = math.sqrt(sum(n / s**2 for s, n in gaussians)) / gdp_mu(epsilon, delta)
+    mu = family.at(1.0).exact_mu()
+    if mu is not None:
+        out = mu / gdp_mu(epsilon, delta)
     else:
         out = _event_search(family, epsilon, delta)
     _EVENT_NOISE[(key, epsilon, delta)] = out

@@ -40,6 +40,9 @@ def neighbouring(relation: str):
     raise ValueError(f"relation={relation!r} is not allowed: choose one of {', '.join(RELATIONS)}")
 
 
+#: the source named where unsampled Gaussians compose exactly (Release.exact_mu)
+EXACT_GAUSSIANS = "exact composition of Gaussians (Dong, Roth & Su 2022)"
+
 #: the privacy-loss grid of a mechanism audit's event where it is not Gaussians alone (accountants.PLD's search on
 #: it; one on a grid ten times coarser brackets it first)
 PLD_INTERVAL = 1e-4
@@ -62,15 +65,23 @@ class Release:
         is unsampled Gaussians read under add/remove (their exact composition), else from dp_accounting's
         pessimistic PLD's privacy profile (both directions), read on ``trade_off.EPSILON_GRID``: at or below the
         exact curve, never above; no curve at all (0) for an event the library calls non-private."""
-        gaussians = gaussians_of(self.event) if self.relation in (ADD_REMOVE, ZERO_OUT) else None
-        if gaussians is not None and all(s > 0 for s, _ in gaussians):
-            return gaussian_curve(math.sqrt(sum(n / s**2 for s, n in gaussians)),
-                                  "exact composition of Gaussians (Dong, Roth & Su 2022)")
+        mu = self.exact_mu()
+        if mu is not None:
+            return gaussian_curve(mu, EXACT_GAUSSIANS)
         accountant = self._accountant(interval)
         source = f"dp_accounting PLD (pessimistic, grid {interval:g}, {self.relation})"
         if accountant._contains_non_dp_event:  # the library's own flag: no epsilon at any delta
             return profile_curve(lambda e: [1.0] * len(e), source)
         return profile_curve(accountant._pld.get_delta_for_epsilon, source)
+
+    def exact_mu(self) -> float | None:
+        """mu of the event's exact mu-GDP where it is unsampled Gaussians alone (each noise > 0) read under
+        add/remove's pair (zero-out's too): they compose to mu = sqrt(sum_i n_i / s_i^2) (Dong, Roth & Su 2022,
+        Corollary 3.3); None otherwise (the PLD reads it)."""
+        gaussians = gaussians_of(self.event) if self.relation in (ADD_REMOVE, ZERO_OUT) else None
+        if gaussians is None or not all(s > 0 for s, _ in gaussians):
+            return None
+        return math.sqrt(sum(n / s**2 for s, n in gaussians))
 
     def _accountant(self, interval: float):
         """dp_accounting's PLD accountant having composed the event under the relation (pessimistic), once per

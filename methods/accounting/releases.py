@@ -17,9 +17,9 @@ import math
 from dataclasses import dataclass, replace
 from typing import Any, ClassVar
 
-from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT, ZERO_OUT
+from inputdp.core.claims import ADD_REMOVE, REPLACE_INPUT
 
-from .events import Release, gaussian_releases, gaussians_of, scaled_event, subsampled_gaussian_steps
+from .events import Release, gaussian_releases, scaled_event, subsampled_gaussian_steps
 from .per_example import dirichlet_corner, gaussian_pair
 
 
@@ -222,11 +222,6 @@ class ScaledEvent:
 
     def at(self, scale: float) -> Release:
         return Release(scaled_event(self.event, scale), self.relation)
-
-    def gaussians(self) -> list[tuple[float, int]] | None:
-        """(noise multiplier, times) of its unsampled Gaussians where it is made of nothing else and its relation is
-        add/remove's pair (zero-out's too): they compose exactly; None otherwise."""
-        return gaussians_of(self.event) if self.relation in (ADD_REMOVE, ZERO_OUT) else None
 
     def key(self) -> tuple[str, str]:
         return repr(self.event), self.relation

@@ -27,6 +27,7 @@ COMMANDS = {
     "hidden-state": "inputdp.benchmarks.cli.audit:HiddenState",
     "server": "inputdp.benchmarks.cli.server:Server",
     "study": "inputdp.benchmarks.cli.study:Study",
+    "tune": "inputdp.benchmarks.cli.tune:Tune",
     "store": "inputdp.benchmarks.cli.store:Store",
 }
 EXIT_INTERRUPTED = 130  # 128 + SIGINT

@@ -1,0 +1,198 @@
+"""``bench tune``: a recipe search on the private data, charged (Papernot & Steinke 2022). Every check and the whole
+calibration come before any data are read; then K trials (K drawn from the declared distribution), each a recipe
+drawn uniformly from the public space, trained on the training side of a private validation split and scored by a
+noisy count of its correct validation predictions; the best noisy score's model and recipe are released, and the
+claim is the whole search's (methods/accounting/repeat_select.py). The trials' exact scores never leave the search.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import secrets
+import sys
+import time
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from inputdp.core.claims import adjacency_of
+from inputdp.core.config import PerfFlags
+from inputdp.core.errors import ConfigError
+from inputdp.methods import METHODS
+from inputdp.methods.accounting import accountants
+from inputdp.methods.accounting.repeat_select import (
+    REPEATABLE,
+    TrialCount,
+    calibrate_search,
+    search_epsilon,
+    trial_rdp,
+)
+
+from ..resolve import resolve
+from ..sweep import Overrides, build_config
+from .spaces import Space
+from .validation import check_fraction, split, validation_mask
+
+
+@dataclass(frozen=True, kw_only=True)
+class TuneRequest:
+    method: str
+    dataset: str
+    epsilon: float
+    space: Space
+    count: TrialCount
+    preset: str = "cpu"
+    delta: float | None = None
+    validation: float = 0.1
+    #: the score's noise: the standard deviation of the noisy validation accuracy, in points
+    score_noise: float = 0.5
+    seed: int = 0
+    data_dir: str | None = None
+    #: the search's own randomness (K, the recipes drawn, the score noise): secret unless a seed is given
+    search_seed: int | None = None
+
+
+@dataclass
+class Trial:
+    index: int
+    candidate: int
+    recipe: str
+    noise: float
+    epsilon_alone: float
+    seconds: float
+    noisy_score: float = math.nan  # kept inside the search; only the chosen trial's is released
+
+
+@dataclass
+class Plan:
+    """What the search will do, computed before any data are read: each recipe's configuration at its own epsilon
+    alone and its release family and noise, such that the whole search meets (epsilon, delta)."""
+
+    request: TuneRequest
+    configs: list
+    families: list
+    noises: list[float]
+    relation: str
+    accountant: str
+    delta: float
+    #: the validation split's expected size (the public n times the share) and the score's noise in counts
+    validation_size: int
+    score_sigma: float
+
+    def epsilon(self, noises: list[float] | None = None) -> float:
+        """The whole search's epsilon at these noises (the plan's by default)."""
+        curves = [trial_rdp(f, s, self.score_sigma) for f, s in zip(self.families, noises or self.noises)]
+        return search_epsilon(curves, self.request.count, self.delta)
+
+
+@dataclass
+class TuneResult:
+    plan: Plan
+    trials: list[Trial]
+    chosen: Trial | None
+    test_accuracy: float
+    epsilon: float
+    secret: bool
+    #: the validation split's size as drawn (under add/remove a hash of each example's content decides its side)
+    validation_size: int = 0
+
+
+def plan_search(req: TuneRequest) -> Plan:
+    """Every check and the whole calibration, before any data are read; refused in one line where the method's release
+    cannot be repeated or no noise meets the budget."""
+    from inputdp.datasets.facts import data_facts
+
+    check_fraction(req.validation)
+    if not (isinstance(req.score_noise, float) and 0 < req.score_noise < 100):
+        raise ConfigError(f"--score-noise {req.score_noise!r} is not allowed: the noisy validation accuracy's standard "
+                          "deviation in points, in (0, 100)")
+    cls = METHODS.get(req.method).load()
+    configs, families = [], []
+    for c in req.space.candidates:
+        o = Overrides(**{k: v for k, v in c.items() if k != "options"}, delta=req.delta, data_dir=req.data_dir,
+                      method_options={req.method: dict(c["options"])})
+        config = build_config(method=req.method, dataset=req.dataset, preset=req.preset, epsilon=req.epsilon,
+                              seed=req.seed, overrides=o)
+        method = cls(**config.method_options)
+        family = method.release_family(config.privacy)
+        guarantee = accountants.sound(method.accountant, family) and family.complete
+        if not isinstance(family, REPEATABLE) or not guarantee:
+            raise ConfigError(f"method {req.method!r} is not allowed in a search: its release "
+                              f"({type(family).__name__}, accountant {method.accountant.name}) is not a guarantee "
+                              "with an RDP curve to repeat")
+        configs.append(config)
+        families.append(family)
+    facts = data_facts(configs[0].dataset, req.data_dir)
+    n = min(configs[0].train_examples, facts.train_size) if configs[0].train_examples > 0 else facts.train_size
+    n_val = round(req.validation * n)
+    for config in configs:
+        config.privacy.check_delta_for(n - n_val)
+    delta, sigma = configs[0].privacy.delta, req.score_noise / 100.0 * n_val
+    what = f"a search of {req.method} ({len(configs)} recipes, {req.count.name} trials)"
+    noises = calibrate_search(families, req.count, sigma, req.epsilon, delta, what)
+    alone_configs = []  # each recipe at its own epsilon alone, a hair below, so its calibration lands at or above
+    for config, family, noise in zip(configs, families, noises):
+        alone = cls(**config.method_options).accountant.epsilon(family, noise * (1 + 1e-6), delta)
+        alone_configs.append(config.replace(privacy=replace(config.privacy, epsilon=alone)))
+    relation = adjacency_of(configs[0].method_options, cls.option_defaults) or families[0].relation
+    return Plan(req, alone_configs, families, noises, relation,
+                cls(**configs[0].method_options).accountant.label(families[0]), delta, n_val, sigma)
+
+
+def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None) -> TuneResult:
+    """The whole search (module docstring)."""
+    from inputdp.datasets import load_tensor_data
+
+    from ..frontend import model_for, with_frontend_features
+    from ..harness import run as train_and_evaluate
+    from ..steps import evaluate
+
+    req = plan.request
+    say = progress or (lambda line: sys.stderr.write(line + "\n"))
+    perf = perf or PerfFlags()
+    first = plan.configs[0]
+    data = load_tensor_data(first.dataset, data_dir=req.data_dir, device=perf.resolve_device(),
+                            train_examples=first.train_examples, test_examples=first.test_examples)
+    mask = validation_mask(data, req.validation, plan.relation)
+    secret = req.search_seed is None
+    rng = np.random.default_rng(secrets.randbits(128) if secret else req.search_seed)
+    k = req.count.draw(rng)
+    say(f"search: {k} trial(s) drawn ({req.count.name}, {'secret' if secret else 'seeded, not secret'}) from "
+        f"{len(plan.configs)} recipes; validation split {int(mask.sum())} of {data.train_size} training examples")
+    features: dict[str, Any] = {}
+    trials: list[Trial] = []
+    best: tuple[float, Trial, Any] | None = None
+    for i in range(k):
+        c = int(rng.integers(len(plan.configs)))
+        resolved = resolve(plan.configs[c].replace(seed=req.seed + i))
+        if resolved.calibration.release_noise < plan.noises[c] * (1 - 1e-9):
+            raise RuntimeError(f"trial noise {resolved.calibration.release_noise} is below the planned "
+                               f"{plan.noises[c]}: the search would not meet its budget")
+        if resolved.config.model not in features:  # one data set's features at a time
+            model = model_for(resolved.config, data.info, resolved.norm)
+            key = (first.dataset, req.data_dir, first.train_examples, first.test_examples, str(data.x_train.device))
+            full, _ = with_frontend_features(model, data, augmented=False, cache_key=key, progress=perf.progress)
+            features = {resolved.config.model: (full, split(full, mask))}
+        full, trial_data = features[resolved.config.model]
+        t0 = time.perf_counter()
+        # no progress bars: a trial's per-epoch accuracy is its exact validation accuracy, which the search keeps
+        result = train_and_evaluate(resolved, dataclasses.replace(perf, progress=False), data=trial_data,
+                                    keep_model=True)
+        accuracy = evaluate(result.model, trial_data.x_test, trial_data.y_test, 1024)[0]
+        noisy = round(accuracy * trial_data.x_test.shape[0]) + float(rng.normal(0.0, plan.score_sigma))
+        trial = Trial(i, c, req.space.label(c), float(resolved.calibration.release_noise),
+                      float(resolved.claim.epsilon), time.perf_counter() - t0, noisy)
+        trials.append(trial)
+        say(f"trial {i + 1}/{k}: recipe {c} ({trial.recipe}), noise {trial.noise:.4g}, {trial.seconds:.0f} s")
+        if best is None or noisy > best[0]:
+            best = (noisy, trial, (result.model, full))
+    test_acc = math.nan
+    if best is not None:
+        model, full = best[2]
+        test_acc = evaluate(model, full.x_test, full.y_test, 1024)[0]
+    used = list(plan.noises)
+    for t in trials:  # the noise each recipe ran at (at or above the plan's)
+        used[t.candidate] = t.noise
+    return TuneResult(plan, trials, best[1] if best else None, test_acc, plan.epsilon(used), secret, int(mask.sum()))

@@ -109,6 +109,9 @@ def plan_search(req: TuneRequest) -> Plan:
         raise ConfigError(f"--score-noise {req.score_noise!r} is not allowed: the noisy validation accuracy's standard "
                           "deviation in points, in (0, 100)")
     cls = METHODS.get(req.method).load()
+    if METHODS.get(req.method).facts().public_inputs_from_test:
+        raise ConfigError(f"method {req.method!r} is not allowed in a search: it takes its public inputs from the test "
+                          "split, which a search's trials hold the private validation examples in")
     configs, families = [], []
     for c in req.space.candidates:
         o = Overrides(**{k: v for k, v in c.items() if k != "options"}, delta=req.delta, data_dir=req.data_dir,

@@ -378,7 +378,28 @@ def test_the_answer_spans_the_own_best_studies_one_row_per_relation_and_budget(t
     assert len(keys) == len(set(keys)) > 0  # one row per (data set, relation, epsilon)
     for line in rows:
         cells = [c.strip() for c in line.split("|")]
-        assert cells[6] == "a-study" and not cells[8].startswith(cells[4].split(" (")[0] + " (")
+        assert cells[7] == "a-study" and not cells[10].startswith(cells[4].split(" (")[0] + " (")
+        assert cells[6] == "not run"  # no charged search stored here
+
+
+def test_the_answer_shows_the_charged_search_of_its_row(tmp_path):
+    """The row's method with its search inside the epsilon, from charged-search/charged.csv: its median, the number
+    of searches and the price in points; another method's search is not its."""
+    from inputdp.reports.summary import answer_block
+
+    root = Path(__file__).resolve().parents[2]
+    (tmp_path / "mnist-best").mkdir()
+    pd.read_csv(root / "reports" / "mnist-best" / "leaderboard.csv").to_csv(tmp_path / "mnist-best" / "leaderboard.csv")
+    (tmp_path / "charged-search").mkdir()
+    pd.DataFrame([{"dataset": "mnist", "method": "dpsgd", "relation_key": "add_remove", "epsilon": 1.0,
+                   "charged_median": 97.5, "charged_seeds": 3, "price_points": 0.69},
+                  {"dataset": "mnist", "method": "dp_least_squares", "relation_key": "replace_input", "epsilon": 1.0,
+                   "charged_median": 90.0, "charged_seeds": 3, "price_points": 5.0}]).to_csv(
+        tmp_path / "charged-search" / "charged.csv", index=False)
+    rows = {tuple(c.strip() for c in line.split("|")[1:4]): [c.strip() for c in line.split("|")]
+            for line in answer_block(tmp_path) if line.startswith("| mnist |")}
+    assert rows[("mnist", "add/remove", "1")][6] == "97.50 (3; 0.69 points)"
+    assert rows[("mnist", "replace one input", "1")][6] == "not run"  # its best is DP-SGD, whose search is not stored
 
 
 def test_a_studys_summary_is_a_row_per_method_and_a_column_per_epsilon(tmp_path):

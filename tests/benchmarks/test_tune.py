@@ -1,0 +1,113 @@
+"""``bench tune``: bad input refused in one line before any data are read or store opened; a whole search on the
+generated data set, its claim the search's (at or below the target, above each trial's alone), in the store as one run
+with its trials' table; the validation split gives neighbouring splits under each relation."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from inputdp.benchmarks.cli import main
+from inputdp.benchmarks.tuning.validation import split, validation_mask
+from inputdp.datasets import TensorData, load_tensor_data
+
+SMOKE = ["--dataset", "synthetic", "--preset", "smoke", "--no-progress", "--no-track"]
+
+
+def refused(capsys, *args: str) -> str:
+    assert main(["tune", *args]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    return err
+
+
+def test_refusals_in_one_line_before_any_work(tmp_path, capsys, monkeypatch):
+    import inputdp.datasets as datasets
+
+    def no_data(*a, **k):  # any read of the data would be work done before the refusal
+        raise AssertionError("data read before the refusal")
+
+    monkeypatch.setattr(datasets, "load_tensor_data", no_data)
+    (tmp_path / "empty.json").write_text("[]")
+    (tmp_path / "mixed.json").write_text(json.dumps([{"options": {"adjacency": "add_remove"}},
+                                                     {"options": {"adjacency": "replace_input"}}]))
+    (tmp_path / "typo.json").write_text(json.dumps([{"learning_rate": 0.1}]))
+    (tmp_path / "twice.json").write_text(json.dumps([{"lr": 0.1}, {"lr": 0.1}]))
+    (tmp_path / "other.json").write_text(json.dumps({"method": "dp_least_squares", "candidates": [{}]}))
+    assert "is empty" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "empty.json", *SMOKE)
+    assert "inconsistent" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "mixed.json", *SMOKE)
+    assert "inconsistent" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "twice.json", *SMOKE)
+    assert "'learning_rate'" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "typo.json", *SMOKE)
+    assert "not 'dpsgd'" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "other.json", *SMOKE)
+    for mean in ("0", "-1", "0.5"):
+        assert "mean" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--trials-mean", mean, *SMOKE)
+    assert "too small for even one trial" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", *SMOKE)
+    for method in ("dirichlet_softmax", "gaussian_penultimate", "pate", "nonprivate"):
+        err = refused(capsys, "--method", method, "--epsilon", "2", "--space", str(_one(tmp_path)), *SMOKE)
+        assert "not allowed in a search" in err, (method, err)
+    assert "--validation" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--validation", "0.7", *SMOKE)
+
+
+def _one(tmp_path):
+    path = tmp_path / "one.json"
+    path.write_text(json.dumps([{}]))
+    return path
+
+
+@pytest.mark.parametrize("relation", [pytest.param("add_remove", marks=pytest.mark.slow), "replace_input"])
+def test_a_whole_search_claims_the_search(tmp_path, capsys, relation):
+    """One trial (a geometric count of mean 1), its noise calibrated so the search meets the budget; the claim's
+    epsilon is at or below the target and above the trial's own; the store holds one run of kind tune."""
+    (tmp_path / "space.json").write_text(json.dumps([{"lr": 0.1, "momentum": 0.9}]))
+    code = main(["tune", "--method", "dpsgd", "--epsilon", "6", "--space", "space.json", "--option",
+                 f"dpsgd.adjacency={relation}", "--trials-mean", "1", "--trials-shape", "geometric",
+                 "--score-noise", "5", "--validation", "0.2", "--search-seed", "3", "--json",
+                 "--tracking-uri", f"sqlite:///{tmp_path}/t.db", *SMOKE[:-1]])
+    assert code == 0
+    out = _json_tail(capsys.readouterr().out)
+    claim = out["claim"]
+    assert claim["relation"] == relation and len(out["trials"]) == 1 and out["trials"][0]["chosen"]
+    assert claim["each_trial_alone"][0] < claim["epsilon"] <= 6.0 + 1e-9
+    assert 0.3 < out["test_accuracy"] <= 1.0
+    assert out["search_randomness"] == "seeded (3), not secret"
+    from mlflow.tracking import MlflowClient
+
+    client = MlflowClient(f"sqlite:///{tmp_path}/t.db")
+    exp = client.get_experiment_by_name("tune")
+    (run,) = client.search_runs([exp.experiment_id])
+    assert run.data.tags["kind"] == "tune" and math.isclose(run.data.metrics["epsilon_search"], claim["epsilon"])
+
+
+def _json_tail(text: str) -> dict:
+    """The JSON object after the plan's lines."""
+    return json.loads(text[text.index("\n{") + 1:])
+
+
+def _data(n: int = 400) -> TensorData:
+    g = torch.Generator().manual_seed(0)
+    x, y = torch.rand(n, 1, 8, 8, generator=g), torch.randint(0, 3, (n,), generator=g)
+    d = load_tensor_data("synthetic", train_examples=50, test_examples=20)
+    return TensorData(d.info, x, y, x[:10], y[:10])
+
+
+def test_split_add_remove_sends_an_added_example_to_one_side_only():
+    d = _data()
+    extra = TensorData(d.info, torch.cat([d.x_train, torch.full((1, 1, 8, 8), 0.5)]),
+                       torch.cat([d.y_train, torch.tensor([1])]), d.x_test, d.y_test)
+    a, b = validation_mask(d, 0.2, "add_remove"), validation_mask(extra, 0.2, "add_remove")
+    assert np.array_equal(a, b[:-1])  # every other example keeps its side
+    assert 40 < a.sum() < 120
+
+
+def test_split_replace_keeps_positions():
+    d = _data()
+    changed = TensorData(d.info, d.x_train.clone(), d.y_train, d.x_test, d.y_test)
+    changed.x_train[7] = 0.0
+    a, b = validation_mask(d, 0.2, "replace_input"), validation_mask(changed, 0.2, "replace_input")
+    assert np.array_equal(a, b) and a.sum() == 80
+    s = split(d, a)
+    assert s.train_size == 320 and s.x_test.shape[0] == 80

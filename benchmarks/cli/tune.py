@@ -33,12 +33,13 @@ def trial_count(mean: float, shape: str):
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
-    from inputdp.benchmarks.tuning.search import TuneRequest, plan_search, run_search
+    from inputdp.benchmarks.tuning.search import TuneRequest, check_searchable, plan_search, run_search
     from inputdp.benchmarks.tuning.spaces import load_space
     from inputdp.methods import METHODS
 
     METHODS.get(args.method)
     options = parse_options(args.option, [args.method]).get(args.method, {})
+    check_searchable(args.method, options)
     request = TuneRequest(method=args.method, dataset=args.dataset, epsilon=args.epsilon, preset=args.preset,
                           space=load_space(args.method, args.space, options),
                           count=trial_count(args.trials_mean, args.trials_shape), delta=args.delta,
@@ -48,9 +49,8 @@ def cmd_tune(args: argparse.Namespace) -> int:
     print_plan(plan)
     from .common import perf_flags
 
-    result = run_search(plan, perf=perf_flags(args, progress=not args.no_progress),
-                        progress=None if not args.no_progress else (lambda line: None))
-    summary = summarise(result)
+    result = run_search(plan, perf=perf_flags(args, progress=not args.no_progress), show_trials=args.show_trials)
+    summary = summarise(result, show_trials=args.show_trials)
     if not args.no_track:
         log_search(result, summary, args.tracking_uri, args.experiment)
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
@@ -66,80 +66,93 @@ def print_plan(plan) -> None:
               f"by {plan.accountant})")
 
 
-def summarise(result) -> dict:
+def summarise(result, show_trials: bool = False) -> dict:
+    """What the search releases (the chosen recipe, its noisy validation count, the released model's test accuracy)
+    and its claim; with ``show_trials``, a diagnosis beside it that the claim does not cover (K and every trial)."""
     plan, req = result.plan, result.plan.request
     chosen = result.chosen
-    return {
+    out = {
         "method": req.method, "dataset": req.dataset, "relation": plan.relation,
-        "trials": [{"trial": t.index, "recipe": t.candidate, "noise": t.noise, "seconds": round(t.seconds, 1),
-                    "chosen": chosen is not None and t.index == chosen.index} for t in result.trials],
         "chosen_recipe": None if chosen is None else req.space.candidates[chosen.candidate],
-        "noisy_validation_accuracy": None if chosen is None else _clipped(chosen.noisy_score / result.validation_size),
+        "noisy_validation_correct": None if chosen is None else round(chosen.noisy_score, 1),
+        "validation_planned": plan.validation_size,
         "test_accuracy": None if chosen is None else result.test_accuracy,
         "claim": {"epsilon": result.epsilon, "epsilon_target": req.epsilon, "delta": plan.delta,
                   "relation": plan.relation, "guarantee": True,
-                  "covers": "the released model, its recipe and its noisy validation score, and that the search "
-                            "ran: every trial's training and score, whatever K was drawn",
+                  "covers": "the released model, its recipe and its noisy validation count (and a release of "
+                            "nothing when no trial is drawn); not the number of trials, the trials' recipes or "
+                            "scores, the search's duration, n or the validation split's drawn size",
                   "accountant": (f"RDP of Papernot & Steinke's repeat-and-select ({req.count.name} trials, "
                                  "dp_accounting's conversion) of one trial: the recipe drawn at random from the "
                                  "public space, its training's release (read in RDP; alone it is calibrated by "
                                  f"{plan.accountant}) and a Gaussian validation count (sigma {plan.score_sigma:.3g} "
                                  "counts)"),
-                  "each_trial_alone": [round(c.privacy.epsilon, 4) for c in plan.configs]},
+                  "each_recipe_alone": [round(c.privacy.epsilon, 4) for c in plan.configs]},
         "search_randomness": "secret" if result.secret else f"seeded ({req.search_seed}), not secret",
-        "validation_examples": result.validation_size, "space": req.space.source,
+        "training_noise": "seeded from each trial's seed, unless the method's secure_mode option is set",
+        "space": req.space.source,
     }
-
-
-def _clipped(accuracy: float) -> float:
-    """The noisy accuracy shown within [0, 1] (post-processing of the released noisy count)."""
-    return min(1.0, max(0.0, accuracy))
+    if show_trials:
+        out["diagnosis_outside_the_claim"] = {
+            "validation_drawn": result.validation_size,
+            "trials": [{"trial": t.index, "recipe": t.candidate, "noise": t.noise, "seconds": round(t.seconds, 1),
+                        "chosen": chosen is not None and t.index == chosen.index} for t in result.trials]}
+    return out
 
 
 def format_summary(s: dict) -> str:
-    lines = [f"{len(s['trials'])} trial(s):"]
-    for t in s["trials"]:
-        lines.append(f"  trial {t['trial']}: recipe {t['recipe']}  noise {t['noise']:.4g}  {t['seconds']:.0f} s"
-                     + ("  <- chosen" if t["chosen"] else ""))
     c = s["claim"]
+    lines = []
     if s["chosen_recipe"] is None:
         lines.append("no trial was drawn (K = 0): the search releases nothing")
     else:
         lines.append(f"chosen: {json.dumps(s['chosen_recipe'], sort_keys=True)}")
-        lines.append(f"noisy validation accuracy {100 * s['noisy_validation_accuracy']:.2f}%; "
-                     f"test accuracy {100 * s['test_accuracy']:.2f}%")
+        lines.append(f"noisy validation count {s['noisy_validation_correct']:.1f} correct (of about "
+                     f"{s['validation_planned']} held out); test accuracy {100 * s['test_accuracy']:.2f}%")
     lines.append(f"claim: epsilon {c['epsilon']:.4f} (target {c['epsilon_target']:g}) at delta {c['delta']:g}, "
-                 f"{c['relation']}, for the whole search; {c['accountant']}; each trial alone: "
-                 + ", ".join(f"{e:g}" for e in c["each_trial_alone"]))
-    lines.append(f"the search's randomness (K, the recipes drawn, the score noise): {s['search_randomness']}")
+                 f"{c['relation']}, for the whole search; {c['accountant']}; each recipe alone: "
+                 + ", ".join(f"{e:g}" for e in c["each_recipe_alone"]))
+    lines.append(f"it covers {c['covers']}")
+    lines.append(f"the search's randomness (K, the recipes drawn, the score noise, the trials' seeds): "
+                 f"{s['search_randomness']}; the training noise: {s['training_noise']}")
+    diagnosis = s.get("diagnosis_outside_the_claim")
+    if diagnosis:
+        lines.append(f"diagnosis, outside the claim: {len(diagnosis['trials'])} trial(s), validation split "
+                     f"{diagnosis['validation_drawn']} examples as drawn")
+        for t in diagnosis["trials"]:
+            lines.append(f"  trial {t['trial']}: recipe {t['recipe']}  noise {t['noise']:.4g}  {t['seconds']:.0f} s"
+                         + ("  <- chosen" if t["chosen"] else ""))
     return "\n".join(lines)
 
 
 def log_search(result, summary: dict, tracking_uri: str | None, experiment: str) -> None:
-    """One finished run of kind ``tune``: the claim and the released figures, the trials as an MLflow table."""
+    """One finished run of kind ``tune``: the claim and the released figures; with ``--show-trials`` the trials as an
+    MLflow table too, the run tagged ``trials_shown`` (outside the claim)."""
     import pandas as pd
 
     from inputdp.benchmarks.tracking import log_finished_run, log_table
     from inputdp.core import names
 
     req, c = result.plan.request, summary["claim"]
-    metrics = {"epsilon_search": c["epsilon"], "trials": len(result.trials)}
+    diagnosis = summary.get("diagnosis_outside_the_claim")
+    metrics = {"epsilon_search": c["epsilon"]}
     if result.chosen is not None:
         metrics.update({names.METRIC_FINAL_TEST_ACCURACY: result.test_accuracy,
-                        "noisy_validation_accuracy": summary["noisy_validation_accuracy"]})
+                        "noisy_validation_correct": summary["noisy_validation_correct"]})
     run_id = log_finished_run(
         tracking_uri, experiment, name=f"tune {req.method} {req.dataset} eps {req.epsilon:g}",
         tags={names.TAG_KIND: KIND_TUNE, names.TAG_METHOD: req.method, names.TAG_DATASET: req.dataset,
-              names.TAG_PRIVACY_GUARANTEE: "true", names.TAG_NOTE: c["accountant"]},
+              names.TAG_PRIVACY_GUARANTEE: "true", names.TAG_NOTE: c["accountant"],
+              "trials_shown": "true" if diagnosis else "false"},
         params={"epsilon_target": req.epsilon, "delta": c["delta"], "relation": c["relation"],
                 "trials_distribution": req.count.name, "space": summary["space"],
                 "chosen_recipe": json.dumps(summary["chosen_recipe"], sort_keys=True),
-                "search_randomness": summary["search_randomness"],
-                "validation_examples": summary["validation_examples"],
-                "score_noise_points": req.score_noise, "seed": req.seed},
+                "search_randomness": summary["search_randomness"], "covers": c["covers"],
+                "validation_planned": summary["validation_planned"], "score_noise_points": req.score_noise,
+                "seed": req.seed},
         metrics=metrics)
-    if summary["trials"]:
-        log_table(tracking_uri, run_id, pd.DataFrame(summary["trials"]), "trials.json")
+    if diagnosis and diagnosis["trials"]:
+        log_table(tracking_uri, run_id, pd.DataFrame(diagnosis["trials"]), "trials.json")
 
 
 class Tune:
@@ -175,6 +188,9 @@ class Tune:
         p.add_argument("--experiment", default="tune", help="the MLflow experiment the search's run goes to")
         p.add_argument("--no-track", action="store_true", help="log nothing to MLflow")
         p.add_argument("--json", action="store_true", help="print the result as JSON")
+        p.add_argument("--show-trials", action="store_true", help="a diagnosis: say each trial as it runs and list "
+                       "them at the end (K and the recipes tried are outside the claim: Papernot & Steinke's theorems "
+                       "assume they are not released)")
         p.add_argument("--device", default="auto", help="auto | cpu | cuda")
         p.add_argument("--threads", type=int, default=0, help=THREADS_HELP)
         p.add_argument("--no-progress", action="store_true", help=PROGRESS_HELP)

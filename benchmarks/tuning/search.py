@@ -2,7 +2,8 @@
 calibration come before any data are read; then K trials (K drawn from the declared distribution), each a recipe
 drawn uniformly from the public space, trained on the training side of a private validation split and scored by a
 noisy count of its correct validation predictions; the best noisy score's model and recipe are released, and the
-claim is the whole search's (methods/accounting/repeat_select.py). The trials' exact scores never leave the search.
+claim is the whole search's (methods/accounting/repeat_select.py). The number of trials, their recipes and their
+scores never leave the search: the theorems assume K is not released.
 """
 
 from __future__ import annotations
@@ -99,6 +100,21 @@ class TuneResult:
     validation_size: int = 0
 
 
+def check_searchable(method: str, options: dict | None = None) -> None:
+    """Refuse, in one line, a method a search cannot repeat: one whose public inputs are the test split (PATE: the
+    trials keep the private validation examples there), or whose release is not a guarantee with an RDP curve."""
+    from inputdp.core.config import PrivacySpec
+
+    if METHODS.get(method).facts().public_inputs_from_test:
+        raise ConfigError(f"method {method!r} is not allowed in a search: it takes its public inputs from the test "
+                          "split, which a search's trials hold the private validation examples in")
+    instance = METHODS.get(method).load()(**dict(options or {}))
+    family = instance.release_family(PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=1))
+    if not isinstance(family, REPEATABLE) or not accountants.sound(instance.accountant, family) or not family.complete:
+        raise ConfigError(f"method {method!r} is not allowed in a search: its release ({type(family).__name__}, "
+                          f"accountant {instance.accountant.name}) is not a guarantee with an RDP curve to repeat")
+
+
 def plan_search(req: TuneRequest) -> Plan:
     """Every check and the whole calibration, before any data are read; refused in one line where the method's release
     cannot be repeated or no noise meets the budget."""
@@ -108,10 +124,8 @@ def plan_search(req: TuneRequest) -> Plan:
     if not (isinstance(req.score_noise, float) and 0 < req.score_noise < 100):
         raise ConfigError(f"--score-noise {req.score_noise!r} is not allowed: the noisy validation accuracy's standard "
                           "deviation in points, in (0, 100)")
+    check_searchable(req.method)
     cls = METHODS.get(req.method).load()
-    if METHODS.get(req.method).facts().public_inputs_from_test:
-        raise ConfigError(f"method {req.method!r} is not allowed in a search: it takes its public inputs from the test "
-                          "split, which a search's trials hold the private validation examples in")
     configs, families = [], []
     for c in req.space.candidates:
         o = Overrides(**{k: v for k, v in c.items() if k != "options"}, delta=req.delta, data_dir=req.data_dir,
@@ -144,8 +158,10 @@ def plan_search(req: TuneRequest) -> Plan:
                 cls(**configs[0].method_options).accountant.label(families[0]), delta, n_val, sigma)
 
 
-def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None) -> TuneResult:
-    """The whole search (module docstring)."""
+def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None, show_trials: bool = False) -> TuneResult:
+    """The whole search (module docstring). K and the trials are part of the secret (Papernot & Steinke's theorems
+    assume K is not released): nothing is said while the trials run, unless ``show_trials`` (a diagnosis; what is
+    shown is then outside the claim)."""
     from inputdp.datasets import load_tensor_data
 
     from ..frontend import model_for, with_frontend_features
@@ -162,17 +178,19 @@ def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None) -> T
     secret = req.search_seed is None
     rng = np.random.default_rng(secrets.randbits(128) if secret else req.search_seed)
     k = req.count.draw(rng)
-    say(f"search: {k} trial(s) drawn ({req.count.name}, {'secret' if secret else 'seeded, not secret'}) from "
-        f"{len(plan.configs)} recipes; validation split {int(mask.sum())} of {data.train_size} training examples")
+    if show_trials:
+        say(f"search: {k} trial(s) drawn; validation split {int(mask.sum())} examples (shown: outside the claim)")
+    else:
+        say("search running: the number of trials and their recipes are part of what the claim keeps secret, so "
+            "nothing is said until it ends (its duration tells them too: do not publish it)")
     features: dict[str, Any] = {}
     trials: list[Trial] = []
     best: tuple[float, Trial, Any] | None = None
     for i in range(k):
         c = int(rng.integers(len(plan.configs)))
-        resolved = resolve(plan.configs[c].replace(seed=req.seed + i))
-        if resolved.calibration.release_noise < plan.noises[c] * (1 - 1e-9):
-            raise RuntimeError(f"trial noise {resolved.calibration.release_noise} is below the planned "
-                               f"{plan.noises[c]}: the search would not meet its budget")
+        # the trial's seed from the search's own randomness: a released model's seed does not tell its index
+        resolved = resolve(plan.configs[c].replace(seed=req.seed + int(rng.integers(2**31))))
+        _check_trial(plan, c, resolved)
         if resolved.config.model not in features:  # one data set's features at a time
             model = model_for(resolved.config, data.info, resolved.norm)
             key = (first.dataset, req.data_dir, first.train_examples, first.test_examples, str(data.x_train.device))
@@ -188,14 +206,28 @@ def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None) -> T
         trial = Trial(i, c, req.space.label(c), float(resolved.calibration.release_noise),
                       float(resolved.claim.epsilon), time.perf_counter() - t0, noisy)
         trials.append(trial)
-        say(f"trial {i + 1}/{k}: recipe {c} ({trial.recipe}), noise {trial.noise:.4g}, {trial.seconds:.0f} s")
+        if show_trials:
+            say(f"trial {i + 1}/{k}: recipe {c} ({trial.recipe}), noise {trial.noise:.4g}, {trial.seconds:.0f} s")
         if best is None or noisy > best[0]:
             best = (noisy, trial, (result.model, full))
     test_acc = math.nan
     if best is not None:
         model, full = best[2]
         test_acc = evaluate(model, full.x_test, full.y_test, 1024)[0]
-    used = list(plan.noises)
-    for t in trials:  # the noise each recipe ran at (at or above the plan's)
-        used[t.candidate] = t.noise
-    return TuneResult(plan, trials, best[1] if best else None, test_acc, plan.epsilon(used), secret, int(mask.sum()))
+    ran: dict[int, float] = {}
+    for t in trials:  # the least noise each recipe ran at (at or above the plan's)
+        ran[t.candidate] = min(t.noise, ran.get(t.candidate, math.inf))
+    epsilon = plan.epsilon([ran.get(c, noise) for c, noise in enumerate(plan.noises)])
+    if epsilon > req.epsilon * (1 + 1e-9):
+        raise RuntimeError(f"the search's epsilon {epsilon} exceeds its target {req.epsilon}")
+    return TuneResult(plan, trials, best[1] if best else None, test_acc, epsilon, secret, int(mask.sum()))
+
+
+def _check_trial(plan: Plan, c: int, resolved) -> None:
+    """The trial about to run releases what the plan charged: the same family (q, T, relation, prior releases) at a
+    noise at or above the planned one."""
+    family = resolved.method().release_family(resolved.config.privacy)
+    if family != plan.families[c] or resolved.calibration.release_noise < plan.noises[c] * (1 - 1e-12):
+        raise RuntimeError(f"trial of recipe {c} releases {family} at noise {resolved.calibration.release_noise}, "
+                           f"not the planned {plan.families[c]} at {plan.noises[c]}: the search would not meet its "
+                           "budget")

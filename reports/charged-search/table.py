@@ -41,8 +41,7 @@ def rows(dataset: str) -> list[dict]:
         accs = [100 * s["test_accuracy"] for s in runs if s["test_accuracy"] is not None]
         base = board[(board["method_name"] == method) & (board["relation_key"] == relation) & (board["epsilon"] == eps)]
         b = base.iloc[0] if len(base) else None
-        chosen = [s["trials"][[t["chosen"] for t in s["trials"]].index(True)]["recipe"] if s["trials"] else None
-                  for s in runs]
+        chosen = [_chosen(s) for s in runs]
         out.append({
             "dataset": dataset, "method": method, "relation_key": relation, "epsilon": eps,
             "uncharged_mean": None if b is None else 100 * b["acc_mean"],
@@ -53,15 +52,25 @@ def rows(dataset: str) -> list[dict]:
             "charged_sd": statistics.stdev(accs) if len(accs) > 1 else 0.0,
             "charged_median": statistics.median(accs) if accs else None,
             "charged_seeds": len(accs), "searches": len(runs),
-            "trials": "/".join(str(len(s["trials"])) for s in runs),
+            "trials": "/".join(str(len(_trials(s))) for s in runs),
             "chosen": "/".join("-" if c is None else str(c) for c in chosen),
             "epsilon_claimed": max(s["claim"]["epsilon"] for s in runs),
-            "epsilon_alone": min(min(s["claim"]["each_trial_alone"]) for s in runs),
+            "epsilon_alone": min(min(s["claim"].get("each_recipe_alone") or s["claim"]["each_trial_alone"])
+                                 for s in runs),
         })
     for r in out:
         ok = r["uncharged_mean"] is not None and r["charged_mean"] is not None
         r["price_points"] = r["uncharged_mean"] - r["charged_mean"] if ok else None
     return out
+
+
+def _trials(search: dict) -> list[dict]:
+    """The search's trials (its diagnosis; the stores' first searches kept them at the top level)."""
+    return search.get("diagnosis_outside_the_claim", search).get("trials", [])
+
+
+def _chosen(search: dict) -> int | None:
+    return next((t["recipe"] for t in _trials(search) if t["chosen"]), None)
 
 
 def _pm(mean, sd, n) -> str:

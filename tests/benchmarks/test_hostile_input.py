@@ -31,6 +31,7 @@ RUN_SYNTHETIC = ["run", "--methods", "dirichlet_softmax", "--dataset", "syntheti
 CAL = ["calibrate", "--delta", "1e-5", "--sampling-rate", "0.05", "--steps", "40", "--method"]
 SPEED = ["speed", "--methods", "dirichlet_softmax", "--dataset", "mnist", "--synthetic"]
 AUDIT = ["audit", "--dataset", "mnist", "--no-track", "--method"]
+TUNE = ["tune", "--method", "dpsgd", "--dataset", "synthetic", "--preset", "smoke", "--epsilon", "4", "--no-track"]
 
 # (argv, a piece of the message that names the bad value). Placeholders: {store} a
 # fresh sqlite URI, {notdb} a file that is not a database, {file} a plain file, {closed} a port nobody listens on,
@@ -185,6 +186,17 @@ CASES: list[tuple[list[str], str]] = [
     (["frobnicate"], "'frobnicate'"),
     (["list", "extra"], "extra"),
     (["run"], "--dataset"),
+    # --- bench tune: the search's own flags, before any data are read -----------------------------------------
+    (TUNE + ["--trials-mean", "0"], "--trials-mean 0"),
+    (TUNE + ["--trials-mean", "-3"], "--trials-mean -3"),
+    (TUNE + ["--trials-shape", "bogus"], "'bogus'"),
+    (TUNE + ["--validation", "0.9"], "--validation 0.9"),
+    (TUNE + ["--score-noise", "0"], "--score-noise 0"),
+    (TUNE + ["--space", "{absent}"], "cannot be read"),
+    (TUNE + ["--space", "{file}"], "is not JSON"),
+    (["tune", "--method", "bogus", "--dataset", "synthetic", "--epsilon", "1"], "bogus"),
+    (["tune", "--method", "dirichlet_softmax", "--dataset", "synthetic", "--preset", "smoke", "--epsilon", "1"],
+     "not allowed in a search"),
 ]
 
 
@@ -234,7 +246,7 @@ def _assert_one_line(code, out, err, needle) -> None:
 
 def test_the_table_is_large_and_covers_every_subcommand():
     commands = {argv[0] for argv, _ in CASES}
-    assert len(CASES) >= 60 and {"run", "calibrate", "speed", "report", "audit", "server"} <= commands
+    assert len(CASES) >= 60 and {"run", "calibrate", "speed", "report", "audit", "server", "tune"} <= commands
 
 
 @pytest.mark.parametrize("argv,needle", CASES, ids=[" ".join(a[:1] + a[-2:]) for a, _ in CASES])

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -68,10 +69,13 @@ def test_a_whole_search_claims_the_search(tmp_path, capsys, relation):
                  "--score-noise", "5", "--validation", "0.2", "--search-seed", "3", "--json",
                  "--tracking-uri", f"sqlite:///{tmp_path}/t.db", *SMOKE[:-1]])
     assert code == 0
-    out = _json_tail(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    out = _json_tail(captured.out)
     claim = out["claim"]
-    assert claim["relation"] == relation and len(out["trials"]) == 1 and out["trials"][0]["chosen"]
-    assert claim["each_trial_alone"][0] < claim["epsilon"] <= 6.0 + 1e-9
+    assert claim["relation"] == relation and out["chosen_recipe"]["lr"] == 0.1
+    assert claim["each_recipe_alone"][0] < claim["epsilon"] <= 6.0 + 1e-9
+    # K and the trials are not released (the theorems assume K secret): neither printed nor in the result
+    assert "diagnosis_outside_the_claim" not in out and not re.search(r"^trial \d|trial\(s\) drawn", captured.err, re.M)
     assert 0.3 < out["test_accuracy"] <= 1.0
     assert out["search_randomness"] == "seeded (3), not secret"
     from mlflow.tracking import MlflowClient
@@ -80,6 +84,18 @@ def test_a_whole_search_claims_the_search(tmp_path, capsys, relation):
     exp = client.get_experiment_by_name("tune")
     (run,) = client.search_runs([exp.experiment_id])
     assert run.data.tags["kind"] == "tune" and math.isclose(run.data.metrics["epsilon_search"], claim["epsilon"])
+    assert run.data.tags["trials_shown"] == "false" and "trials" not in run.data.metrics
+    assert not [a for a in client.list_artifacts(run.info.run_id) if "trials" in a.path]
+
+
+def test_show_trials_is_a_diagnosis_outside_the_claim(tmp_path, capsys):
+    (tmp_path / "space.json").write_text(json.dumps([{"lr": 0.1, "momentum": 0.9}, {"lr": 0.05}]))
+    code = main(["tune", "--method", "dpsgd", "--epsilon", "6", "--space", "space.json", "--trials-mean", "1",
+                 "--trials-shape", "geometric", "--score-noise", "5", "--validation", "0.2", "--search-seed", "3",
+                 "--show-trials", *SMOKE])
+    captured = capsys.readouterr()
+    assert code == 0 and "outside the claim" in captured.err and "diagnosis, outside the claim: 1 trial(s)" in \
+        captured.out
 
 
 def _json_tail(text: str) -> dict:

@@ -118,37 +118,55 @@ def test_replace_pair_is_an_upper_bound_of_the_pld_and_above_add_remove():
     assert np.all(replace_pair_rdp(q, s) > family_rdp(GaussianSteps(q, 1, ADD_REMOVE), s))
 
 
-def _search_log_density(t, mu, s, m):
-    """log density of the max of K ~ Poisson(m) draws of N(mu, s^2), at t (the atom K = 0 is the same either way)."""
+def _search_log_density(t, mu, s, m, geometric=False):
+    """log density of the max of K draws of N(mu, s^2), at t: K ~ Poisson(m) (the atom K = 0 the same either way),
+    its CDF exp(-m (1 - F)); or K geometric of mean m (gamma = 1/m), its CDF gamma F / (1 - (1 - gamma) F)."""
+    if geometric:
+        g = 1.0 / m
+        return math.log(g) + stats.norm.logpdf(t, mu, s) - 2 * np.log1p(-(1 - g) * stats.norm.cdf(t, mu, s))
     return math.log(m) + stats.norm.logpdf(t, mu, s) - m * stats.norm.sf(t, mu, s)
 
 
-def _monte_carlo_delta(epsilon, s, m, n, rng):
-    """delta(epsilon) of the search's output (the best score of K ~ Poisson(m) Gaussian trials, mean 0 or 1), the
-    larger direction, estimated from n sampled searches with the exact privacy loss; (estimate, standard error)."""
+def _monte_carlo_delta(epsilon, s, m, n, rng, geometric=False):
+    """delta(epsilon) of the search's output (the best score of K Gaussian trials, mean 0 or 1), the larger
+    direction, estimated from n sampled searches with the exact privacy loss; (estimate, standard error)."""
     out = []
     for a, b in ((1.0, 0.0), (0.0, 1.0)):
-        k = rng.poisson(m, n)
+        k = rng.geometric(1.0 / m, n) if geometric else rng.poisson(m, n)
         drawn = k > 0
         best = stats.norm.ppf(rng.random(int(drawn.sum())) ** (1.0 / k[drawn]), a, s)  # max of k: U^(1/k)
-        loss = _search_log_density(best, a, s, m) - _search_log_density(best, b, s, m)
+        loss = _search_log_density(best, a, s, m, geometric) - _search_log_density(best, b, s, m, geometric)
         v = np.maximum(0.0, 1.0 - np.exp(epsilon - loss))
         out.append((v.sum() / n, np.concatenate([v, np.zeros(n - v.size)]).std() / math.sqrt(n)))
     return max(out)
 
 
-@pytest.mark.parametrize("s,m", [(1.0, 10.0), (2.0, 10.0)])
-def test_monte_carlo_search_meets_its_claim_and_a_single_trials_epsilon_does_not(s, m):
-    """The search of a one-dimensional Gaussian (sensitivity 1, noise s), its best score released: sampled, its
-    delta at the claimed epsilon is within delta; at one trial's epsilon (the search uncharged) it is well above
-    delta (the test has power)."""
+@pytest.mark.parametrize("s,m,geometric", [(1.0, 10.0, False), (2.0, 10.0, False), (1.0, 10.0, True)])
+def test_monte_carlo_search_meets_its_claim_and_a_single_trials_epsilon_does_not(s, m, geometric):
+    """The search of a one-dimensional Gaussian (sensitivity 1, noise s), its best score released (Poisson or
+    geometric K): sampled, its delta at the claimed epsilon is within delta; at one trial's epsilon (the search
+    uncharged) it is well above delta (the test has power)."""
     delta, rng = 1e-3, np.random.default_rng(1)
     trial = ORDERS / (2 * s**2)
-    charged, single = search_epsilon([trial], TrialCount(m), delta), rdp_epsilon(trial, delta)
-    found, se = _monte_carlo_delta(charged, s, m, 1_000_000, rng)
+    count = TrialCount(m, 1.0 if geometric else math.inf)
+    charged, single = search_epsilon([trial], count, delta), rdp_epsilon(trial, delta)
+    found, se = _monte_carlo_delta(charged, s, m, 1_000_000, rng, geometric)
     assert found <= delta + 4 * se
-    found, se = _monte_carlo_delta(single, s, m, 1_000_000, rng)
+    found, se = _monte_carlo_delta(single, s, m, 1_000_000, rng, geometric)
     assert found > delta + 10 * se
+
+
+@pytest.mark.parametrize("relation", [ADD_REMOVE, REPLACE_INPUT])
+def test_prior_releases_are_charged_as_the_pld_reads_them(relation):
+    """DP-SGD's normalisation statistics (k unsampled Gaussians of noise sigma_r c) move by c, or 2c where one input
+    is replaced: their RDP's epsilon is at or above the PLD's of the same event, within 25%."""
+    from inputdp.methods.accounting.events import Release, subsampled_gaussian_steps
+
+    family = GaussianSteps(Q, 0, relation, releases=(8.0, 2))
+    ours = rdp_epsilon(family_rdp(family, 1.0), 1e-5)
+    pld = Release(subsampled_gaussian_steps(sigma=1.0, sampling_rate=Q, steps=0, releases=(8.0, 2)),
+                  relation).epsilon(1e-5)
+    assert pld <= ours <= 1.25 * pld
 
 
 def test_mixture_charges_the_pointwise_maximum():

@@ -17,6 +17,7 @@ KIND_TUNE = "tune"
 
 
 def trial_count(mean: float, shape: str):
+    """The number of trials' distribution from the flags, refused in one line where they name none."""
     from inputdp.methods.accounting.repeat_select import TrialCount
 
     if shape in SHAPES:
@@ -33,6 +34,7 @@ def trial_count(mean: float, shape: str):
 
 
 def cmd_tune(args: argparse.Namespace) -> int:
+    """Every check and the calibration (nothing read yet), the plan printed, the search, its result and its run."""
     from inputdp.benchmarks.tuning.search import TuneRequest, check_searchable, plan_search, run_search
     from inputdp.benchmarks.tuning.spaces import load_space
     from inputdp.methods import METHODS
@@ -58,6 +60,7 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
 
 def print_plan(plan) -> None:
+    """Each recipe with its noise and its epsilon alone (all public: computed before any data are read)."""
     req = plan.request
     print(f"search of {req.method} on {req.dataset}: {len(plan.configs)} recipes ({req.space.source}), "
           f"{req.count.name} trials, budget epsilon {req.epsilon:g} at delta {plan.delta:g} ({plan.relation})")
@@ -101,6 +104,7 @@ def summarise(result, show_trials: bool = False) -> dict:
 
 
 def format_summary(s: dict) -> str:
+    """The summary as the lines the command prints."""
     c = s["claim"]
     lines = []
     if s["chosen_recipe"] is None:

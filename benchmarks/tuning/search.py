@@ -19,8 +19,10 @@ from typing import Any
 import numpy as np
 
 from inputdp.core.claims import adjacency_of
-from inputdp.core.config import PerfFlags
+from inputdp.core.config import PerfFlags, PrivacySpec
 from inputdp.core.errors import ConfigError
+from inputdp.datasets import load_tensor_data
+from inputdp.datasets.facts import data_facts
 from inputdp.methods import METHODS
 from inputdp.methods.accounting import accountants
 from inputdp.methods.accounting.repeat_select import (
@@ -31,7 +33,10 @@ from inputdp.methods.accounting.repeat_select import (
     trial_rdp,
 )
 
+from ..frontend import model_for, with_frontend_features
+from ..harness import run as train_and_evaluate
 from ..resolve import resolve
+from ..steps import evaluate
 from ..sweep import Overrides, build_config
 from .spaces import Space
 from .validation import check_fraction, split, validation_mask
@@ -103,8 +108,6 @@ class TuneResult:
 def check_searchable(method: str, options: dict | None = None) -> None:
     """Refuse, in one line, a method a search cannot repeat: one whose public inputs are the test split (PATE: the
     trials keep the private validation examples there), or whose release is not a guarantee with an RDP curve."""
-    from inputdp.core.config import PrivacySpec
-
     if METHODS.get(method).facts().public_inputs_from_test:
         raise ConfigError(f"method {method!r} is not allowed in a search: it takes its public inputs from the test "
                           "split, which a search's trials hold the private validation examples in")
@@ -118,8 +121,6 @@ def check_searchable(method: str, options: dict | None = None) -> None:
 def plan_search(req: TuneRequest) -> Plan:
     """Every check and the whole calibration, before any data are read; refused in one line where the method's release
     cannot be repeated or no noise meets the budget."""
-    from inputdp.datasets.facts import data_facts
-
     check_fraction(req.validation)
     if not (isinstance(req.score_noise, float) and 0 < req.score_noise < 100):
         raise ConfigError(f"--score-noise {req.score_noise!r} is not allowed: the noisy validation accuracy's standard "
@@ -162,12 +163,6 @@ def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None, show
     """The whole search (module docstring). K and the trials are part of the secret (Papernot & Steinke's theorems
     assume K is not released): nothing is said while the trials run, unless ``show_trials`` (a diagnosis; what is
     shown is then outside the claim)."""
-    from inputdp.datasets import load_tensor_data
-
-    from ..frontend import model_for, with_frontend_features
-    from ..harness import run as train_and_evaluate
-    from ..steps import evaluate
-
     req = plan.request
     say = progress or (lambda line: sys.stderr.write(line + "\n"))
     perf = perf or PerfFlags()
@@ -183,33 +178,17 @@ def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None, show
     else:
         say("search running: the number of trials and their recipes are part of what the claim keeps secret, so "
             "nothing is said until it ends (its duration tells them too: do not publish it)")
-    features: dict[str, Any] = {}
+    inputs = _TrialInputs(data, mask, perf)
     trials: list[Trial] = []
     best: tuple[float, Trial, Any] | None = None
     for i in range(k):
-        c = int(rng.integers(len(plan.configs)))
-        # the trial's seed from the search's own randomness: a released model's seed does not tell its index
-        resolved = resolve(plan.configs[c].replace(seed=req.seed + int(rng.integers(2**31))))
-        _check_trial(plan, c, resolved)
-        if resolved.config.model not in features:  # one data set's features at a time
-            model = model_for(resolved.config, data.info, resolved.norm)
-            key = (first.dataset, req.data_dir, first.train_examples, first.test_examples, str(data.x_train.device))
-            full, _ = with_frontend_features(model, data, augmented=False, cache_key=key, progress=perf.progress)
-            features = {resolved.config.model: (full, split(full, mask))}
-        full, trial_data = features[resolved.config.model]
-        t0 = time.perf_counter()
-        # no progress bars: a trial's per-epoch accuracy is its exact validation accuracy, which the search keeps
-        result = train_and_evaluate(resolved, dataclasses.replace(perf, progress=False), data=trial_data,
-                                    keep_model=True)
-        accuracy = evaluate(result.model, trial_data.x_test, trial_data.y_test, 1024)[0]
-        noisy = round(accuracy * trial_data.x_test.shape[0]) + float(rng.normal(0.0, plan.score_sigma))
-        trial = Trial(i, c, req.space.label(c), float(resolved.calibration.release_noise),
-                      float(resolved.claim.epsilon), time.perf_counter() - t0, noisy)
+        trial, model = _run_trial(plan, i, rng, inputs, perf)
         trials.append(trial)
         if show_trials:
-            say(f"trial {i + 1}/{k}: recipe {c} ({trial.recipe}), noise {trial.noise:.4g}, {trial.seconds:.0f} s")
-        if best is None or noisy > best[0]:
-            best = (noisy, trial, (result.model, full))
+            say(f"trial {i + 1}/{k}: recipe {trial.candidate} ({trial.recipe}), noise {trial.noise:.4g}, "
+                f"{trial.seconds:.0f} s")
+        if best is None or trial.noisy_score > best[0]:
+            best = (trial.noisy_score, trial, (model, inputs.full))
     test_acc = math.nan
     if best is not None:
         model, full = best[2]
@@ -221,6 +200,42 @@ def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None, show
     if epsilon > req.epsilon * (1 + 1e-9):
         raise RuntimeError(f"the search's epsilon {epsilon} exceeds its target {req.epsilon}")
     return TuneResult(plan, trials, best[1] if best else None, test_acc, epsilon, secret, int(mask.sum()))
+
+
+class _TrialInputs:
+    """The data a trial trains and is scored on: the model's fixed frontend's features computed once per model (one
+    data set's at a time), split by the validation mask; ``full`` keeps the test split, for the released model."""
+
+    def __init__(self, data, mask: np.ndarray, perf: PerfFlags):
+        self.data, self.mask, self.perf = data, mask, perf
+        self.model, self.full, self.split = None, None, None
+
+    def for_run(self, resolved):
+        if resolved.config.model != self.model:
+            c = resolved.config
+            model = model_for(c, self.data.info, resolved.norm)
+            key = (c.dataset, c.data_dir, c.train_examples, c.test_examples, str(self.data.x_train.device))
+            self.full, _ = with_frontend_features(model, self.data, augmented=False, cache_key=key,
+                                                  progress=self.perf.progress)
+            self.model, self.split = c.model, split(self.full, self.mask)
+        return self.split
+
+
+def _run_trial(plan: Plan, i: int, rng: np.random.Generator, inputs: _TrialInputs, perf: PerfFlags):
+    """Trial i: a recipe drawn, trained on the training side, scored by a noisy count on the validation side; its
+    seed from the search's own randomness (a released model's seed does not tell its index). (trial, its model)."""
+    c = int(rng.integers(len(plan.configs)))
+    resolved = resolve(plan.configs[c].replace(seed=plan.request.seed + int(rng.integers(2**31))))
+    _check_trial(plan, c, resolved)
+    trial_data = inputs.for_run(resolved)
+    t0 = time.perf_counter()
+    # no progress bars: a trial's per-epoch accuracy is its exact validation accuracy, which the search keeps
+    result = train_and_evaluate(resolved, dataclasses.replace(perf, progress=False), data=trial_data, keep_model=True)
+    accuracy = evaluate(result.model, trial_data.x_test, trial_data.y_test, 1024)[0]
+    noisy = round(accuracy * trial_data.x_test.shape[0]) + float(rng.normal(0.0, plan.score_sigma))
+    trial = Trial(i, c, plan.request.space.label(c), float(resolved.calibration.release_noise),
+                  float(resolved.claim.epsilon), time.perf_counter() - t0, noisy)
+    return trial, result.model
 
 
 def _check_trial(plan: Plan, c: int, resolved) -> None:

@@ -22,6 +22,7 @@ SALT = b"inputdp-validation"
 
 
 def check_fraction(fraction: float) -> None:
+    """Refuse, in one line, a validation share outside (0, 0.5)."""
     if not (isinstance(fraction, float) and 0.0 < fraction < 0.5):
         raise ConfigError(f"--validation {fraction!r} is not allowed: the share of the training split held out to "
                           "score the trials, in (0, 0.5)")

@@ -11,6 +11,7 @@ import argparse
 from pathlib import Path
 
 import numpy as np
+from PIL import Image
 
 CLASSES = {0: "tshirt", 1: "trouser", 7: "sneaker", 9: "ankle_boot"}
 
@@ -22,7 +23,6 @@ def main() -> int:
     ap.add_argument("--train", type=int, default=2000)
     ap.add_argument("--test", type=int, default=500)
     args = ap.parse_args()
-    from PIL import Image
     from torchvision.datasets import FashionMNIST
 
     rng = np.random.default_rng(20261208)

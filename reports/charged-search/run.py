@@ -18,6 +18,13 @@ import sys
 import time
 from pathlib import Path
 
+import torch
+
+from inputdp.benchmarks.cli.tune import summarise, trial_count
+from inputdp.benchmarks.tuning.search import TuneRequest, plan_search, run_search
+from inputdp.benchmarks.tuning.spaces import load_space
+from inputdp.core.config import PerfFlags
+
 #: (method, relation) searched; zero-out's accounting is add/remove's (THEORY.md), so it is not searched apart
 CASES = (("dpsgd", "add_remove"), ("dpsgd", "replace_input"), ("dp_least_squares", "replace_input"),
          ("feature_perturbation", "replace_input"), ("dp_least_squares", "add_remove"))
@@ -32,13 +39,6 @@ def main() -> int:
     ap.add_argument("store")
     ap.add_argument("--threads", type=int, default=0)
     args = ap.parse_args()
-    import torch
-
-    from inputdp.benchmarks.cli.tune import summarise, trial_count
-    from inputdp.benchmarks.tuning.search import TuneRequest, plan_search, run_search
-    from inputdp.benchmarks.tuning.spaces import load_space
-    from inputdp.core.config import PerfFlags
-
     if args.threads:
         torch.set_num_threads(args.threads)
     store = Path(args.store)

@@ -79,7 +79,7 @@ def _pm(mean, sd, n) -> str:
 
 def table(all_rows: list[dict]) -> list[str]:
     head = ["| data set | method | relation | eps | own best, search uncharged (configs tried) | charged search: test % "
-            "(searches) | median | price, points | trials per search | recipe chosen | each trial alone, eps |",
+            "(searches) | median | price, points | trials per search | recipe chosen | each recipe alone, eps |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     body = []
     for r in all_rows:
@@ -93,21 +93,26 @@ def table(all_rows: list[dict]) -> list[str]:
     return [*head, *body]
 
 
-def write_study_section(dataset: str, lines: list[str]) -> None:
-    readme = REPORTS / STUDIES[dataset] / "README.md"
+def write_block(readme: Path, section: list[str]) -> None:
+    """Replace the README's generated block (between BEGIN and END) by ``section``, or append it."""
     text = readme.read_text()
-    section = [BEGIN, "", "## The search charged", "",
+    block = [BEGIN, *section, END]
+    if BEGIN in text:
+        head, rest = text.split(BEGIN, 1)
+        text = head + "\n".join(block) + rest.split(END, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + "\n".join(block) + "\n"
+    readme.write_text(text)
+
+
+def write_study_section(dataset: str, lines: list[str]) -> None:
+    section = ["", "## The search charged", "",
                "Each sound method's recipe chosen on the private data *inside* the epsilon (`bench tune`, "
                "reports/charged-search): a Poisson number of trials (mean 4) from its public space, each scored by a "
                "noisy count on 10% of the training split held out, the best released; the claim is the whole "
                "search's, at the same total epsilon as the row above it (uncharged: the search not in the epsilon, "
-               "`configs tried` disclosed). Medians and means over 3 searches (seeds 0, 1, 2).", "", *lines, "", END]
-    if BEGIN in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + "\n".join(section) + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + "\n".join(section) + "\n"
-    readme.write_text(text)
+               "`configs tried` disclosed). Medians and means over 3 searches (seeds 0, 1, 2).", "", *lines, ""]
+    write_block(REPORTS / STUDIES[dataset] / "README.md", section)
 
 
 def main() -> int:
@@ -119,6 +124,7 @@ def main() -> int:
             write_study_section(dataset, table(found))
     pd.DataFrame(everything).to_csv(HERE / "charged.csv", index=False)
     (HERE / "table.md").write_text("\n".join(table(everything)) + "\n")
+    write_block(HERE / "README.md", ["", *table(everything), ""])
     print("\n".join(table(everything)))
     return 0
 

@@ -7,8 +7,11 @@ from pathlib import Path
 
 import pandas as pd
 
+from inputdp.core.claims import RELATIONS
+from inputdp.reports.leaderboard.tables import RELATION_SHORT
+
 #: the answer's relation words -> the relation keys the charged searches are stored under
-RELATION_KEYS = {"add/remove": "add_remove", "replace one input": "replace_input", "zero-out": "zero_out"}
+RELATION_KEYS = {short: key for key, short in RELATION_SHORT.items() if key in RELATIONS}
 HEAD = "search charged (price)"
 
 
@@ -18,8 +21,9 @@ def charged_searches(reports: Path) -> pd.DataFrame:
 
 
 def charged_cell(found: pd.DataFrame, dataset: str, relation: str, epsilon: str, method: str) -> str:
-    """"97.50 (3; -0.51)": the charged searches' median test accuracy (searches; the uncharged row's mean minus the
-    charged mean, in points), "not run" where no search of the row is stored."""
+    """"97.50 (3; 0.69 points)": the charged searches' median test accuracy (the number of searches; the price: the
+    uncharged row's mean minus the charged searches' mean, in points), "not run" where no search of the row is
+    stored."""
     if found.empty:
         return "not run"
     name, key = method.split(" ")[0], RELATION_KEYS.get(relation, relation)

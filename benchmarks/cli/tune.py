@@ -5,13 +5,14 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import sys
 
 from inputdp.core.errors import ConfigError
 
 from .common import DATASET_HELP, PROGRESS_HELP, THREADS_HELP, parse_options
 
 #: the trial-count distributions by name (dp_accounting's shapes; a number is a truncated negative binomial's shape)
-SHAPES = {"poisson": math.inf, "logarithmic": 0.0, "geometric": 1.0}
+SHAPES = {"poisson": math.inf, "logarithmic": 0.0, "geometric": 1.0}  # repeat_select.POISSON is inf
 #: the run kind of a search's run in the store
 KIND_TUNE = "tune"
 
@@ -20,16 +21,15 @@ def trial_count(mean: float, shape: str):
     """The number of trials' distribution from the flags, refused in one line where they name none."""
     from inputdp.methods.accounting.repeat_select import TrialCount
 
-    if shape in SHAPES:
-        value = SHAPES[shape]
-    else:
-        try:
-            value = float(shape)
-        except ValueError:
-            raise ConfigError(f"--trials-shape {shape!r} is not allowed: {', '.join(SHAPES)} or a truncated negative "
-                              "binomial's shape >= 0") from None
-    if not mean > 0:
-        raise ConfigError(f"--trials-mean {mean!r} is not allowed: the mean number of trials must be >= 1")
+    try:
+        value = SHAPES[shape] if shape in SHAPES else float(shape)
+    except ValueError:
+        value = math.nan
+    if not value >= 0:
+        raise ConfigError(f"--trials-shape {shape!r} is not allowed: {', '.join(SHAPES)} or a truncated negative "
+                          "binomial's shape >= 0")
+    if not (math.isfinite(mean) and mean >= 1):
+        raise ConfigError(f"--trials-mean {mean:g} is not allowed: the mean number of trials must be a number >= 1")
     return TrialCount(float(mean), value)
 
 
@@ -48,25 +48,31 @@ def cmd_tune(args: argparse.Namespace) -> int:
                           validation=args.validation, score_noise=args.score_noise, seed=args.seed,
                           data_dir=args.data_dir, search_seed=args.search_seed)
     plan = plan_search(request)  # every refusal and the calibration, before any data or store
-    print_plan(plan)
+    if not args.no_track:  # a store it cannot use is refused now, not after the search
+        from inputdp.benchmarks.tracking import open_store
+
+        open_store(args.tracking_uri, args.experiment)
+    print_plan(plan, sys.stderr if args.json else sys.stdout)
     from .common import perf_flags
 
     result = run_search(plan, perf=perf_flags(args, progress=not args.no_progress), show_trials=args.show_trials)
     summary = summarise(result, show_trials=args.show_trials)
+    print(json.dumps(summary, indent=1) if args.json else format_summary(summary), flush=True)  # before the store
     if not args.no_track:
         log_search(result, summary, args.tracking_uri, args.experiment)
-    print(json.dumps(summary, indent=1) if args.json else format_summary(summary))
     return 0
 
 
-def print_plan(plan) -> None:
-    """Each recipe with its noise and its epsilon alone (all public: computed before any data are read)."""
+def print_plan(plan, out) -> None:
+    """Each recipe with its noise and its epsilon alone (all public: computed before any data are read), to ``out``
+    (stderr under --json, so that stdout is the JSON alone)."""
     req = plan.request
-    print(f"search of {req.method} on {req.dataset}: {len(plan.configs)} recipes ({req.space.source}), "
-          f"{req.count.name} trials, budget epsilon {req.epsilon:g} at delta {plan.delta:g} ({plan.relation})")
-    for i, (config, noise) in enumerate(zip(plan.configs, plan.noises)):
+    print(f"search of {req.method} on {req.dataset}: {len(plan.configs_alone)} recipes ({req.space.source}), "
+          f"{req.count.name} trials, budget epsilon {req.epsilon:g} at delta {plan.delta:g} ({plan.relation})",
+          file=out)
+    for i, (config, noise) in enumerate(zip(plan.configs_alone, plan.noises)):
         print(f"  recipe {i}: {req.space.label(i)}  noise {noise:.4g}  (alone: epsilon {config.privacy.epsilon:.3f} "
-              f"by {plan.accountant})")
+              f"by {plan.accountant})", file=out)
 
 
 def summarise(result, show_trials: bool = False) -> dict:
@@ -78,7 +84,7 @@ def summarise(result, show_trials: bool = False) -> dict:
         "method": req.method, "dataset": req.dataset, "relation": plan.relation,
         "chosen_recipe": None if chosen is None else req.space.candidates[chosen.candidate],
         "noisy_validation_correct": None if chosen is None else round(chosen.noisy_score, 1),
-        "validation_planned": plan.validation_size,
+        "validation_planned": plan.planned_validation_size,
         "test_accuracy": None if chosen is None else result.test_accuracy,
         "claim": {"epsilon": result.epsilon, "epsilon_target": req.epsilon, "delta": plan.delta,
                   "relation": plan.relation, "guarantee": True,
@@ -90,14 +96,14 @@ def summarise(result, show_trials: bool = False) -> dict:
                                  "public space, its training's release (read in RDP; alone it is calibrated by "
                                  f"{plan.accountant}) and a Gaussian validation count (sigma {plan.score_sigma:.3g} "
                                  "counts)"),
-                  "each_recipe_alone": [round(c.privacy.epsilon, 4) for c in plan.configs]},
+                  "each_recipe_alone": [round(c.privacy.epsilon, 4) for c in plan.configs_alone]},
         "search_randomness": "secret" if result.secret else f"seeded ({req.search_seed}), not secret",
         "training_noise": "seeded from each trial's seed, unless the method's secure_mode option is set",
         "space": req.space.source,
     }
     if show_trials:
         out["diagnosis_outside_the_claim"] = {
-            "validation_drawn": result.validation_size,
+            "validation_drawn": result.drawn_validation_size,
             "trials": [{"trial": t.index, "recipe": t.candidate, "noise": t.noise, "seconds": round(t.seconds, 1),
                         "chosen": chosen is not None and t.index == chosen.index} for t in result.trials]}
     return out
@@ -184,7 +190,8 @@ class Tune:
         p.add_argument("--score-noise", type=float, default=0.5, help="the noisy validation accuracy's standard "
                        "deviation, in points")
         p.add_argument("--preset", default="cpu", help="the preset the candidates' unset settings come from")
-        p.add_argument("--seed", type=int, default=0, help="trial i trains with seed SEED + i")
+        p.add_argument("--seed", type=int, default=0, help="each trial trains with seed SEED plus a draw of the "
+                       "search's randomness (so a released model's seed does not tell which trial it was)")
         p.add_argument("--search-seed", type=int, help="seed the search's own randomness (K, the recipes drawn, the "
                        "score noise): reproducible, and said to be not secret (default: secret)")
         p.add_argument("--data-dir", help="data directory (default: $INPUTDP_DATA, else the user cache)")

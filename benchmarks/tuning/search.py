@@ -8,7 +8,9 @@ scores never leave the search: the theorems assume K is not released.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import io
 import math
 import secrets
 import sys
@@ -19,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from inputdp.core.claims import adjacency_of
-from inputdp.core.config import PerfFlags, PrivacySpec
+from inputdp.core.config import PerfFlags, PrivacySpec, RunConfig
 from inputdp.core.errors import ConfigError
 from inputdp.datasets import load_tensor_data
 from inputdp.datasets.facts import data_facts
@@ -36,6 +38,7 @@ from inputdp.methods.accounting.repeat_select import (
 from ..frontend import model_for, with_frontend_features
 from ..harness import run as train_and_evaluate
 from ..resolve import resolve
+from ..sampling import warn_tiny_batches
 from ..steps import evaluate
 from ..sweep import Overrides, build_config
 from .spaces import Space
@@ -66,7 +69,6 @@ class Trial:
     candidate: int
     recipe: str
     noise: float
-    epsilon_alone: float
     seconds: float
     noisy_score: float = math.nan  # kept inside the search; only the chosen trial's is released
 
@@ -77,14 +79,15 @@ class Plan:
     alone and its release family and noise, such that the whole search meets (epsilon, delta)."""
 
     request: TuneRequest
-    configs: list
+    #: each recipe's run configuration at its own epsilon alone (its calibration lands at the planned noise)
+    configs_alone: list[RunConfig]
     families: list
     noises: list[float]
     relation: str
     accountant: str
     delta: float
-    #: the validation split's expected size (the public n times the share) and the score's noise in counts
-    validation_size: int
+    #: the validation split's planned size (the public n times the share) and the score's noise in counts
+    planned_validation_size: int
     score_sigma: float
 
     def epsilon(self, noises: list[float] | None = None) -> float:
@@ -101,8 +104,9 @@ class TuneResult:
     test_accuracy: float
     epsilon: float
     secret: bool
-    #: the validation split's size as drawn (under add/remove a hash of each example's content decides its side)
-    validation_size: int = 0
+    #: the validation split's size as drawn (under add/remove a hash of each example's content decides its side):
+    #: a diagnosis, not released
+    drawn_validation_size: int = 0
 
 
 def check_searchable(method: str, options: dict | None = None) -> None:
@@ -112,34 +116,38 @@ def check_searchable(method: str, options: dict | None = None) -> None:
         raise ConfigError(f"method {method!r} is not allowed in a search: it takes its public inputs from the test "
                           "split, which a search's trials hold the private validation examples in")
     instance = METHODS.get(method).load()(**dict(options or {}))
-    family = instance.release_family(PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01, steps=1))
-    if not isinstance(family, REPEATABLE) or not accountants.sound(instance.accountant, family) or not family.complete:
-        raise ConfigError(f"method {method!r} is not allowed in a search: its release ({type(family).__name__}, "
-                          f"accountant {instance.accountant.name}) is not a guarantee with an RDP curve to repeat")
+    _refuse_unrepeatable(instance, instance.release_family(PrivacySpec(epsilon=1.0, delta=1e-5, sampling_rate=0.01,
+                                                                       steps=1)))
+
+
+def _refuse_unrepeatable(method, family) -> None:
+    if not isinstance(family, REPEATABLE) or not accountants.sound(method.accountant, family) or not family.complete:
+        raise ConfigError(f"method {method.name!r} is not allowed in a search: its release ({type(family).__name__}, "
+                          f"accountant {method.accountant.name}) is not a guarantee with an RDP curve to repeat")
 
 
 def plan_search(req: TuneRequest) -> Plan:
     """Every check and the whole calibration, before any data are read; refused in one line where the method's release
     cannot be repeated or no noise meets the budget."""
     check_fraction(req.validation)
-    if not (isinstance(req.score_noise, float) and 0 < req.score_noise < 100):
+    if isinstance(req.score_noise, bool) or not (isinstance(req.score_noise, (int, float))
+                                                  and 0 < req.score_noise < 100):
         raise ConfigError(f"--score-noise {req.score_noise!r} is not allowed: the noisy validation accuracy's standard "
                           "deviation in points, in (0, 100)")
-    check_searchable(req.method)
+    check_searchable(req.method, req.space.candidates[0]["options"])
     cls = METHODS.get(req.method).load()
     configs, families = [], []
-    for c in req.space.candidates:
+    for i, c in enumerate(req.space.candidates):
         o = Overrides(**{k: v for k, v in c.items() if k != "options"}, delta=req.delta, data_dir=req.data_dir,
                       method_options={req.method: dict(c["options"])})
-        config = build_config(method=req.method, dataset=req.dataset, preset=req.preset, epsilon=req.epsilon,
-                              seed=req.seed, overrides=o)
+        try:
+            config = build_config(method=req.method, dataset=req.dataset, preset=req.preset, epsilon=req.epsilon,
+                                  seed=req.seed, overrides=o)
+        except ConfigError as err:  # a value the run refuses, named with its candidate
+            raise ConfigError(f"search space {req.space.source!r}, candidate {i}: {err}") from None
         method = cls(**config.method_options)
         family = method.release_family(config.privacy)
-        guarantee = accountants.sound(method.accountant, family) and family.complete
-        if not isinstance(family, REPEATABLE) or not guarantee:
-            raise ConfigError(f"method {req.method!r} is not allowed in a search: its release "
-                              f"({type(family).__name__}, accountant {method.accountant.name}) is not a guarantee "
-                              "with an RDP curve to repeat")
+        _refuse_unrepeatable(method, family)
         configs.append(config)
         families.append(family)
     facts = data_facts(configs[0].dataset, req.data_dir)
@@ -147,6 +155,7 @@ def plan_search(req: TuneRequest) -> Plan:
     n_val = round(req.validation * n)
     for config in configs:
         config.privacy.check_delta_for(n - n_val)
+        warn_tiny_batches(config.dataset, config.privacy.sampling_rate, n - n_val)  # here, not per trial
     delta, sigma = configs[0].privacy.delta, req.score_noise / 100.0 * n_val
     what = f"a search of {req.method} ({len(configs)} recipes, {req.count.name} trials)"
     noises = calibrate_search(families, req.count, sigma, req.epsilon, delta, what)
@@ -166,7 +175,7 @@ def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None, show
     req = plan.request
     say = progress or (lambda line: sys.stderr.write(line + "\n"))
     perf = perf or PerfFlags()
-    first = plan.configs[0]
+    first = plan.configs_alone[0]
     data = load_tensor_data(first.dataset, data_dir=req.data_dir, device=perf.resolve_device(),
                             train_examples=first.train_examples, test_examples=first.test_examples)
     mask = validation_mask(data, req.validation, plan.relation)
@@ -179,6 +188,7 @@ def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None, show
         say("search running: the number of trials and their recipes are part of what the claim keeps secret, so "
             "nothing is said until it ends (its duration tells them too: do not publish it)")
     inputs = _TrialInputs(data, mask, perf)
+    inputs.for_run(resolve(plan.configs_alone[0]), progress=perf.progress)  # the first model's features, whatever K
     trials: list[Trial] = []
     best: tuple[float, Trial, Any] | None = None
     for i in range(k):
@@ -193,10 +203,9 @@ def run_search(plan: Plan, *, perf: PerfFlags | None = None, progress=None, show
     if best is not None:
         model, full = best[2]
         test_acc = evaluate(model, full.x_test, full.y_test, 1024)[0]
-    ran: dict[int, float] = {}
-    for t in trials:  # the least noise each recipe ran at (at or above the plan's)
-        ran[t.candidate] = min(t.noise, ran.get(t.candidate, math.inf))
-    epsilon = plan.epsilon([ran.get(c, noise) for c, noise in enumerate(plan.noises)])
+    # the claim is the plan's, fixed before any data were read: every trial ran at or above its planned noise
+    # (_check_trial), and an epsilon recomputed from the noises that ran would tell which recipes were drawn
+    epsilon = plan.epsilon()
     if epsilon > req.epsilon * (1 + 1e-9):
         raise RuntimeError(f"the search's epsilon {epsilon} exceeds its target {req.epsilon}")
     return TuneResult(plan, trials, best[1] if best else None, test_acc, epsilon, secret, int(mask.sum()))
@@ -210,13 +219,12 @@ class _TrialInputs:
         self.data, self.mask, self.perf = data, mask, perf
         self.model, self.full, self.split = None, None, None
 
-    def for_run(self, resolved):
+    def for_run(self, resolved, progress: bool = False):
         if resolved.config.model != self.model:
             c = resolved.config
             model = model_for(c, self.data.info, resolved.norm)
             key = (c.dataset, c.data_dir, c.train_examples, c.test_examples, str(self.data.x_train.device))
-            self.full, _ = with_frontend_features(model, self.data, augmented=False, cache_key=key,
-                                                  progress=self.perf.progress)
+            self.full, _ = with_frontend_features(model, self.data, augmented=False, cache_key=key, progress=progress)
             self.model, self.split = c.model, split(self.full, self.mask)
         return self.split
 
@@ -224,17 +232,20 @@ class _TrialInputs:
 def _run_trial(plan: Plan, i: int, rng: np.random.Generator, inputs: _TrialInputs, perf: PerfFlags):
     """Trial i: a recipe drawn, trained on the training side, scored by a noisy count on the validation side; its
     seed from the search's own randomness (a released model's seed does not tell its index). (trial, its model)."""
-    c = int(rng.integers(len(plan.configs)))
-    resolved = resolve(plan.configs[c].replace(seed=plan.request.seed + int(rng.integers(2**31))))
+    c = int(rng.integers(len(plan.configs_alone)))
+    resolved = resolve(plan.configs_alone[c].replace(seed=plan.request.seed + int(rng.integers(2**31))))
     _check_trial(plan, c, resolved)
     trial_data = inputs.for_run(resolved)
     t0 = time.perf_counter()
-    # no progress bars: a trial's per-epoch accuracy is its exact validation accuracy, which the search keeps
-    result = train_and_evaluate(resolved, dataclasses.replace(perf, progress=False), data=trial_data, keep_model=True)
+    # no progress bars (a trial's per-epoch accuracy is its exact validation accuracy) and nothing the run says: a
+    # line per trial would tell K
+    with contextlib.redirect_stderr(io.StringIO()), contextlib.redirect_stdout(io.StringIO()):
+        result = train_and_evaluate(resolved, dataclasses.replace(perf, progress=False), data=trial_data,
+                                    keep_model=True)
     accuracy = evaluate(result.model, trial_data.x_test, trial_data.y_test, 1024)[0]
     noisy = round(accuracy * trial_data.x_test.shape[0]) + float(rng.normal(0.0, plan.score_sigma))
     trial = Trial(i, c, plan.request.space.label(c), float(resolved.calibration.release_noise),
-                  float(resolved.claim.epsilon), time.perf_counter() - t0, noisy)
+                  time.perf_counter() - t0, noisy)
     return trial, result.model
 
 

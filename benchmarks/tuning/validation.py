@@ -1,8 +1,9 @@
 """The private validation split a search scores its trials on, drawn so that neighbouring data sets give neighbouring
 splits under the claim's relation: one example added or removed goes to exactly one side, and the other side is
-unchanged (each example's side is a hash of its own content); one input replaced or zeroed out keeps its position, so
-its side (a fixed permutation of positions, public). The trial trains on one side and scores on the other, and its
-release composes both (methods/accounting/repeat_select.py), so either way the trial's charge covers the example."""
+unchanged (each example's side is a hash of its own content); one input replaced or zeroed out keeps its position,
+and so its side (sides are a fixed permutation of positions, public). The trial trains on one side and scores on the
+other, and its release composes both (methods/accounting/repeat_select.py), so either way the trial's charge covers
+the example."""
 
 from __future__ import annotations
 

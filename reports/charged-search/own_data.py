@@ -32,7 +32,10 @@ def main() -> int:
         for label, name in CLASSES.items():
             folder = Path(args.out) / split / name
             folder.mkdir(parents=True, exist_ok=True)
-            for i, idx in enumerate(np.flatnonzero(y == label)[:per_class]):
+            chosen = np.flatnonzero(y == label)[:per_class]
+            if len(chosen) < per_class:
+                print(f"note: class {name} has {len(chosen)} {split} images, fewer than the {per_class} asked for")
+            for i, idx in enumerate(chosen):
                 tint = rng.uniform(0.3, 1.0, size=3)
                 rgb = (x[idx][..., None].astype(np.float64) * tint).round().astype(np.uint8)
                 Image.fromarray(rgb, "RGB").resize((32, 32), Image.BILINEAR).save(folder / f"{i:05d}.png")

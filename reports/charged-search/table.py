@@ -1,4 +1,4 @@
-"""The charged searches beside the uncharged own-best rows: reads the stores this study's run.py wrote (MNIST.jsonl,
+"""The charged searches beside the uncharged own-best rows: reads the stores this study's run.py wrote (mnist.jsonl,
 fashionmnist.jsonl: one search a line) and the best studies' committed leaderboards, and writes charged.csv (one row
 per data set, method, relation and epsilon), table.md, and each best study's README section between its markers.
 
@@ -73,21 +73,21 @@ def _chosen(search: dict) -> int | None:
     return next((t["recipe"] for t in _trials(search) if t["chosen"]), None)
 
 
-def _pm(mean, sd, n) -> str:
-    return "" if mean is None else f"{mean:.2f} ± {sd:.2f} ({n})"
+def _pm(mean, sd, n, what: str = "searches") -> str:
+    return "" if mean is None else f"{mean:.2f} ± {sd:.2f} ({n} {what})"
 
 
 def table(all_rows: list[dict]) -> list[str]:
-    head = ["| data set | method | relation | eps | own best, search uncharged (configs tried) | charged search: test % "
-            "(searches) | median | price, points | trials per search | recipe chosen | each recipe alone, eps |",
+    head = ["| data set | method | relation | eps | own best, search uncharged: test %, configs tried | charged search: "
+            "test % | median | price, points | trials per search | recipe chosen | each recipe alone, eps |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     body = []
     for r in all_rows:
         price = "" if r["price_points"] is None else f"{r['price_points']:.2f}"
         median = "" if r["charged_median"] is None else f"{r['charged_median']:.2f}"
         body.append(f"| {r['dataset']} | {r['method']} | {WORDS[r['relation_key']]} | {r['epsilon']:g} | "
-                    f"{_pm(r['uncharged_mean'], r['uncharged_sd'], r['uncharged_seeds'])} "
-                    f"({r['configs_tried']}) | {_pm(r['charged_mean'], r['charged_sd'], r['charged_seeds'])} | "
+                    f"{_pm(r['uncharged_mean'], r['uncharged_sd'], r['uncharged_seeds'], 'seeds')}, "
+                    f"{r['configs_tried']} configs | {_pm(r['charged_mean'], r['charged_sd'], r['charged_seeds'])} | "
                     f"{median} | {price} | {r['trials']} | "
                     f"{r['chosen']} | {r['epsilon_alone']:.3f} |")
     return [*head, *body]

@@ -27,12 +27,12 @@ def refused(capsys, *args: str) -> str:
 
 
 def test_refusals_in_one_line_before_any_work(tmp_path, capsys, monkeypatch):
-    import inputdp.datasets as datasets
+    import inputdp.benchmarks.tuning.search as search
 
     def no_data(*a, **k):  # any read of the data would be work done before the refusal
         raise AssertionError("data read before the refusal")
 
-    monkeypatch.setattr(datasets, "load_tensor_data", no_data)
+    monkeypatch.setattr(search, "load_tensor_data", no_data)
     (tmp_path / "empty.json").write_text("[]")
     (tmp_path / "mixed.json").write_text(json.dumps([{"options": {"adjacency": "add_remove"}},
                                                      {"options": {"adjacency": "replace_input"}}]))
@@ -44,8 +44,15 @@ def test_refusals_in_one_line_before_any_work(tmp_path, capsys, monkeypatch):
     assert "inconsistent" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "twice.json", *SMOKE)
     assert "'learning_rate'" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "typo.json", *SMOKE)
     assert "not 'dpsgd'" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "other.json", *SMOKE)
-    for mean in ("0", "-1", "0.5"):
-        assert "mean" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--trials-mean", mean, *SMOKE)
+    for mean in ("0", "-1", "0.5", "nan"):
+        assert f"--trials-mean {float(mean):g}" in refused(capsys, "--method", "dpsgd", "--epsilon", "2",
+                                                           "--trials-mean", mean, *SMOKE)
+    for shape in ("-1", "nan", "bogus"):
+        assert f"--trials-shape {shape!r}" in refused(capsys, "--method", "dpsgd", "--epsilon", "2",
+                                                      "--trials-shape", shape, *SMOKE)
+    (tmp_path / "badlr.json").write_text(json.dumps([{"lr": 0.1}, {"lr": -1.0}]))
+    err = refused(capsys, "--method", "dpsgd", "--epsilon", "2", "--space", "badlr.json", *SMOKE)
+    assert "candidate 1" in err and "lr" in err
     assert "too small for even one trial" in refused(capsys, "--method", "dpsgd", "--epsilon", "2", *SMOKE)
     for method in ("dirichlet_softmax", "gaussian_penultimate", "pate", "nonprivate"):
         err = refused(capsys, "--method", method, "--epsilon", "2", "--space", str(_one(tmp_path)), *SMOKE)
@@ -74,8 +81,10 @@ def test_a_whole_search_claims_the_search(tmp_path, capsys, relation):
     claim = out["claim"]
     assert claim["relation"] == relation and out["chosen_recipe"]["lr"] == 0.1
     assert claim["each_recipe_alone"][0] < claim["epsilon"] <= 6.0 + 1e-9
-    # K and the trials are not released (the theorems assume K secret): neither printed nor in the result
+    # K and the trials are not released (the theorems assume K secret): neither printed nor in the result; the
+    # trials say nothing on stderr (the plan's lines and one line saying why are all there is)
     assert "diagnosis_outside_the_claim" not in out and not re.search(r"^trial \d|trial\(s\) drawn", captured.err, re.M)
+    assert [line for line in captured.err.splitlines() if not line.startswith(("search", "  recipe"))] == []
     assert 0.3 < out["test_accuracy"] <= 1.0
     assert out["search_randomness"] == "seeded (3), not secret"
     from mlflow.tracking import MlflowClient
@@ -99,8 +108,8 @@ def test_show_trials_is_a_diagnosis_outside_the_claim(tmp_path, capsys):
 
 
 def _json_tail(text: str) -> dict:
-    """The JSON object after the plan's lines."""
-    return json.loads(text[text.index("\n{") + 1:])
+    """The JSON the command printed (its plan goes to stderr under --json)."""
+    return json.loads(text)
 
 
 def _data(n: int = 400) -> TensorData:
@@ -127,3 +136,30 @@ def test_split_replace_keeps_positions():
     assert np.array_equal(a, b) and a.sum() == 80
     s = split(d, a)
     assert s.train_size == 320 and s.x_test.shape[0] == 80
+
+
+def _plan(tmp_path, search_seed: int, mean: float = 4.0):
+    from inputdp.benchmarks.cli.tune import trial_count
+    from inputdp.benchmarks.tuning.search import TuneRequest, plan_search
+    from inputdp.benchmarks.tuning.spaces import load_space
+
+    (tmp_path / "space.json").write_text(json.dumps([{"lr": 0.1, "steps": 20}, {"lr": 0.05, "steps": 40}]))
+    return plan_search(TuneRequest(method="dpsgd", dataset="synthetic", preset="smoke", epsilon=6.0,
+                                   space=load_space("dpsgd", str(tmp_path / "space.json"), {}),
+                                   count=trial_count(mean, "poisson"), validation=0.2, score_noise=5.0,
+                                   search_seed=search_seed))
+
+
+@pytest.mark.slow
+def test_the_claim_does_not_tell_which_recipes_ran_and_k_zero_releases_nothing(tmp_path):
+    """Two searches that draw different recipes claim the same epsilon (the plan's: an epsilon recomputed from the
+    noises that ran would tell them apart); a search that draws K = 0 releases nothing and claims the same."""
+    from inputdp.benchmarks.tuning.search import run_search
+
+    # search seeds 2, 0 and 6 draw K = 0, one trial of recipe 0, one of recipe 1 (mean 1; checked below)
+    empty = run_search(_plan(tmp_path, 2, mean=1.0), progress=lambda line: None)
+    assert empty.chosen is None and empty.trials == [] and math.isnan(empty.test_accuracy)
+    results = [run_search(_plan(tmp_path, s, mean=1.0), progress=lambda line: None) for s in (0, 6)]
+    drawn = [sorted({t.candidate for t in r.trials}) for r in results]
+    assert drawn[0] != drawn[1]  # the two seeds draw different recipes
+    assert results[0].epsilon == results[1].epsilon == empty.epsilon == results[0].plan.epsilon() <= 6.0

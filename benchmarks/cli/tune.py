@@ -9,7 +9,7 @@ import sys
 
 from inputdp.core.errors import ConfigError
 
-from .common import DATASET_HELP, PROGRESS_HELP, THREADS_HELP, parse_options
+from .common import DATASET_HELP, PROGRESS_HELP, THREADS_HELP, parse_options, perf_flags
 
 #: the trial-count distributions by name (dp_accounting's shapes; a number is a truncated negative binomial's shape)
 SHAPES = {"poisson": math.inf, "logarithmic": 0.0, "geometric": 1.0}  # repeat_select.POISSON is inf
@@ -53,8 +53,6 @@ def cmd_tune(args: argparse.Namespace) -> int:
 
         open_store(args.tracking_uri, args.experiment)
     print_plan(plan, sys.stderr if args.json else sys.stdout)
-    from .common import perf_flags
-
     result = run_search(plan, perf=perf_flags(args, progress=not args.no_progress), show_trials=args.show_trials)
     summary = summarise(result, show_trials=args.show_trials)
     print(json.dumps(summary, indent=1) if args.json else format_summary(summary), flush=True)  # before the store

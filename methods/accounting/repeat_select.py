@@ -143,7 +143,8 @@ def family_rdp(family, noise: float, orders: Sequence[float] = ORDERS) -> np.nda
         return (orders / (2.0 * noise**2)) if family.shares else np.zeros_like(orders)
     if isinstance(family, GaussianSteps):
         sigma_r, k = family.releases
-        # the statistics move by c, or 2c where one input is replaced (the PLD's reading, pld.py): rho = k lambda d^2 / 2
+        # the statistics move by c, or 2c where one input is replaced (the PLD's reading, pld.py):
+        # rho = k lambda d^2 / (2 s_r^2)
         shift = 2.0 if family.relation == REPLACE_INPUT else 1.0
         out = k * orders * shift**2 / (2.0 * sigma_r**2) if k else np.zeros_like(orders)
         if family.steps <= 0:

@@ -36,7 +36,8 @@ def rows(dataset: str) -> list[dict]:
     found = searches(dataset)
     keys = sorted({(s["method"], s["relation"], s["epsilon_target"]) for s in found})
     for method, relation, eps in keys:
-        runs = sorted((s for s in found if (s["method"], s["relation"], s["epsilon_target"]) == (method, relation, eps)),
+        key = (method, relation, eps)
+        runs = sorted((s for s in found if (s["method"], s["relation"], s["epsilon_target"]) == key),
                       key=lambda s: s["seed"])
         accs = [100 * s["test_accuracy"] for s in runs if s["test_accuracy"] is not None]
         base = board[(board["method_name"] == method) & (board["relation_key"] == relation) & (board["epsilon"] == eps)]
@@ -78,8 +79,8 @@ def _pm(mean, sd, n, what: str = "searches") -> str:
 
 
 def table(all_rows: list[dict]) -> list[str]:
-    head = ["| data set | method | relation | eps | own best, search uncharged: test %, configs tried | charged search: "
-            "test % | median | price, points | trials per search | recipe chosen | each recipe alone, eps |",
+    head = ["| data set | method | relation | eps | own best, search uncharged: test %, configs tried "
+            "| charged search: test % | median | price, points | trials per search | recipe chosen | each recipe alone, eps |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
     body = []
     for r in all_rows:
